@@ -1,0 +1,56 @@
+import path from "node:path";
+import { z } from "zod";
+
+/** Everything the process reads from its environment, validated once at start. */
+const EnvSchema = z.object({
+  DATABASE_URL: z.string().url().optional(),
+  /** A PostgreSQL schema to run in (tests give each file its own). */
+  DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).optional(),
+  REDIS_URL: z.string().optional(),
+  COUNTERSIGN_DATA_DIR: z.string().default("./.countersign"),
+  COUNTERSIGN_BOOTSTRAP_TOKEN: z.string().min(16).optional(),
+  COUNTERSIGN_PUBLIC_URL: z.string().url().optional(),
+  COUNTERSIGN_APPROVAL_SECRET: z.string().min(16).optional(),
+  COUNTERSIGN_GATEWAY_URL: z.string().url().optional(),
+  COUNTERSIGN_GATEWAY_SERVICE_TOKEN: z.string().min(16).optional(),
+  COUNTERSIGN_INBOX_URL: z.string().url().optional(),
+  /** "all" (default) runs background workers in the API process; "none" leaves them to `npm run worker`. */
+  COUNTERSIGN_WORKERS: z.enum(["all", "none"]).default("all"),
+  COUNTERSIGN_INGEST_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
+  COUNTERSIGN_DELIVERY_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
+  COUNTERSIGN_SEED_DEMO: z.enum(["auto", "never"]).default("auto"),
+  PORT: z.coerce.number().int().min(0).max(65535).default(4000),
+  HOST: z.string().default("0.0.0.0"),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type Config = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new Error(`Invalid environment:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  return {
+    database: e.DATABASE_URL
+      ? ({ kind: "postgres", url: e.DATABASE_URL, schema: e.DATABASE_SCHEMA } as const)
+      : ({ kind: "pglite", dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR, "pgdata") } as const),
+    redisUrl: e.REDIS_URL,
+    dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR),
+    bootstrapToken: e.COUNTERSIGN_BOOTSTRAP_TOKEN,
+    publicUrl: e.COUNTERSIGN_PUBLIC_URL,
+    approvalSecret: e.COUNTERSIGN_APPROVAL_SECRET,
+    gatewayUrl: e.COUNTERSIGN_GATEWAY_URL,
+    gatewayServiceToken: e.COUNTERSIGN_GATEWAY_SERVICE_TOKEN,
+    inboxUrl: e.COUNTERSIGN_INBOX_URL,
+    workers: e.COUNTERSIGN_WORKERS,
+    ingestIntervalMs: e.COUNTERSIGN_INGEST_INTERVAL_MS,
+    deliveryIntervalMs: e.COUNTERSIGN_DELIVERY_INTERVAL_MS,
+    seedDemo: e.COUNTERSIGN_SEED_DEMO,
+    port: e.PORT,
+    host: e.HOST,
+    logLevel: e.LOG_LEVEL,
+  };
+}

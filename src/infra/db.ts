@@ -1,0 +1,95 @@
+import pg from "pg";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { PGlite } from "@electric-sql/pglite";
+import { PrismaClient } from "../generated/prisma/client.js";
+import type { Config } from "./config.js";
+
+export type { PrismaClient };
+
+/** Raw SQL beside Prisma: migrations, the list filters' range scans, the bench's baseline. */
+export interface SqlRunner {
+  query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  /** Runs a multi-statement script (a migration file). */
+  exec(script: string): Promise<void>;
+  /** Runs fn on one connection (advisory locks are per session). */
+  withConnection<T>(fn: (conn: SqlRunner) => Promise<T>): Promise<T>;
+}
+
+export interface Database {
+  kind: "postgres" | "pglite";
+  prisma: PrismaClient;
+  sql: SqlRunner;
+  close(): Promise<void>;
+}
+
+export async function openDatabase(config: Config["database"]): Promise<Database> {
+  return config.kind === "postgres" ? openPostgres(config.url, config.schema) : openPglite(config.dataDir);
+}
+
+function pgRunner(client: pg.Pool | pg.PoolClient): SqlRunner {
+  const runner: SqlRunner = {
+    async query<T>(text: string, params?: unknown[]) {
+      const result = await client.query(text, params as unknown[] | undefined);
+      return result.rows as T[];
+    },
+    async exec(script) {
+      await client.query(script);
+    },
+    async withConnection(fn) {
+      if (!("connect" in client) || typeof (client as pg.Pool).totalCount !== "number") return fn(runner);
+      const conn = await (client as pg.Pool).connect();
+      try {
+        return await fn(pgRunner(conn));
+      } finally {
+        conn.release();
+      }
+    },
+  };
+  return runner;
+}
+
+export async function openPostgres(url: string, schema?: string): Promise<Database> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    // Each test file runs in its own schema; search_path puts Prisma and raw SQL there.
+    options: schema ? `-c search_path=${schema}` : undefined,
+  });
+  if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined) });
+  return {
+    kind: "postgres",
+    prisma,
+    sql: pgRunner(pool),
+    async close() {
+      await prisma.$disconnect();
+      await pool.end().catch(() => {});
+    },
+  };
+}
+
+export async function openPglite(dataDir: string): Promise<Database> {
+  const pglite = await PGlite.create(dataDir);
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
+  const runner: SqlRunner = {
+    async query<T>(text: string, params?: unknown[]) {
+      const result = await pglite.query<T>(text, params);
+      return result.rows;
+    },
+    async exec(script) {
+      await pglite.exec(script);
+    },
+    // PGlite is one connection: every caller already shares its session.
+    withConnection: (fn) => fn(runner),
+  };
+  return {
+    kind: "pglite",
+    prisma,
+    sql: runner,
+    async close() {
+      await prisma.$disconnect();
+      await pglite.close();
+    },
+  };
+}
