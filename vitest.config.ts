@@ -1,6 +1,11 @@
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  resolve: {
+    // graphql 16 ships CJS (main) and ESM (module); Node loads the CJS one for Pothos and
+    // yoga, so our own imports must get the same copy or instanceof checks fail.
+    alias: [{ find: /^graphql$/, replacement: "graphql/index.js" }],
+  },
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],

@@ -71,7 +71,10 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
 
 export async function openPglite(dataDir: string): Promise<Database> {
   const pglite = await PGlite.create(dataDir);
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
+  // pglite-prisma-adapter is typed against an older driver-adapter-utils; the runtime
+  // contract is the same (test/embedded.test.ts runs the product on it end to end).
+  const adapter = new PrismaPGlite(pglite) as unknown as PrismaPg;
+  const prisma = new PrismaClient({ adapter });
   const runner: SqlRunner = {
     async query<T>(text: string, params?: unknown[]) {
       const result = await pglite.query<T>(text, params);

@@ -1,0 +1,80 @@
+import { isPrefixPattern, literalOf } from "../domain/catalog/pattern.js";
+import type { ListScope } from "../domain/catalog/check.js";
+
+/**
+ * The SQL side of the seed's check for list endpoints: which names of an org's stacks (or
+ * workspaces) a ListScope reaches, one ordered page at a time. Every arm is an index range
+ * scan ordered by name with its own LIMIT, so a page costs O(arms × page size) whatever
+ * the org's size (seed 004: "a group is a leading equality key in the list index"):
+ *  - untargeted grant: the (orgId, name) index from the cursor on;
+ *  - exact name: equality lookups on the same index;
+ *  - prefix `team-a-%`: a range on the same index (names are COLLATE "C");
+ *  - any other pattern: a filter over the ordered index (the slow shape the seed measured);
+ *  - authz group: a range on stack_authz_group_members (orgId, groupName, stackName).
+ * The in-memory check (src/domain/catalog/check.ts) follows the same semantics; both run
+ * test/domain/authz-cases.ts.
+ */
+export interface PageQuery {
+  text: string;
+  params: unknown[];
+}
+
+/** Greater than every string that starts with the prefix (byte order, COLLATE "C"). */
+const MAX_CHAR = "\u{10FFFF}";
+
+export function namePageQuery(
+  family: "stack" | "workspace",
+  orgId: string,
+  scope: ListScope,
+  after: string | null,
+  limit: number,
+): PageQuery | null {
+  const params: unknown[] = [orgId, after ?? "", limit];
+  const p = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  const table = family === "stack" ? "stacks" : "workspaces";
+  const arms: string[] = [];
+  const base = `SELECT name FROM ${table} WHERE "orgId" = $1 AND name > $2`;
+  if (scope.unrestricted) {
+    arms.push(`${base} ORDER BY name LIMIT $3`);
+  } else {
+    const literals: string[] = [];
+    for (const pattern of scope.patterns) {
+      const literal = literalOf(pattern);
+      if (literal !== null) {
+        literals.push(literal);
+        continue;
+      }
+      const prefix = isPrefixPattern(pattern);
+      if (prefix !== null && prefix !== "") {
+        arms.push(
+          `${base} AND name >= ${p(prefix)} AND name < ${p(prefix + MAX_CHAR)} AND name LIKE ${p(pattern)} ORDER BY name LIMIT $3`,
+        );
+      } else {
+        arms.push(`${base} AND name LIKE ${p(pattern)} ORDER BY name LIMIT $3`);
+      }
+    }
+    if (literals.length > 0) arms.push(`${base} AND name = ANY(${p(literals)}::text[]) ORDER BY name LIMIT $3`);
+    for (const group of scope.groups) {
+      arms.push(
+        family === "stack"
+          ? `SELECT "stackName" AS name FROM stack_authz_group_members
+              WHERE "orgId" = $1 AND "groupName" = ${p(group)} AND "stackName" > $2 ORDER BY "stackName" LIMIT $3`
+          : `SELECT w.name FROM workspaces w
+              WHERE w."orgId" = $1 AND w.name > $2 AND w."stackId" IN (
+                SELECT "stackId" FROM stack_authz_group_members WHERE "orgId" = $1 AND "groupName" = ${p(group)})
+              ORDER BY w.name LIMIT $3`,
+      );
+    }
+  }
+  if (arms.length === 0) return null;
+  const union = arms.map((a) => `(${a})`).join(" UNION ");
+  return {
+    text: `SELECT t.* FROM ${table} t WHERE t."orgId" = $1 AND t.name IN (
+             SELECT name FROM (${union}) AS reachable ORDER BY name LIMIT $3)
+           ORDER BY t.name`,
+    params,
+  };
+}

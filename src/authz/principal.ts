@@ -1,0 +1,89 @@
+import type { Permission } from "../domain/catalog/index.js";
+import { compilePrincipal, type CompiledPrincipal } from "../domain/catalog/check.js";
+import type { SqlRunner } from "../infra/db.js";
+
+const ADMIN_GRANT: Permission = { resourceType: "*", action: "*", resourcePattern: "", authzGroup: "" };
+
+/**
+ * The roles a user holds in an org right now: the single direct assignment plus every role
+ * attached to a binding whose (identity source, group key) the user's synced groups match.
+ * The same union decides role membership for the gate (roleMembersSql below).
+ */
+const HELD_ROLE_IDS_SQL = `
+  SELECT a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" = $2
+  UNION
+  SELECT br."roleId"
+    FROM user_identity_groups g
+    JOIN identity_group_bindings b ON b."identitySourceId" = g."identitySourceId" AND b."groupKey" = g."groupKey"
+    JOIN identity_group_binding_roles br ON br."bindingId" = b.id
+   WHERE b."orgId" = $1 AND g."userId" = $2`;
+
+interface PrincipalRow {
+  orgExists: boolean;
+  orgDeleted: boolean;
+  isOwner: boolean;
+  membershipActive: boolean;
+  isSuperAdmin: boolean;
+  roleIds: string[] | null;
+  grants: Permission[] | null;
+}
+
+/** Everything a permission check needs about one user in one org, in one round trip. */
+export async function loadPrincipal(sql: SqlRunner, orgId: string, userId: string): Promise<CompiledPrincipal & { roleIds: string[] }> {
+  const [row] = await sql.query<PrincipalRow>(
+    `WITH held AS (${HELD_ROLE_IDS_SQL})
+     SELECT o.id IS NOT NULL AS "orgExists",
+            o."deletedAt" IS NOT NULL AS "orgDeleted",
+            COALESCE(o."ownerUserId" = $2, false) AS "isOwner",
+            (m.id IS NOT NULL AND m."deactivatedAt" IS NULL) AS "membershipActive",
+            COALESCE(m."isSuperAdmin", false) AS "isSuperAdmin",
+            (SELECT array_agg("roleId") FROM held) AS "roleIds",
+            (SELECT json_agg(DISTINCT jsonb_build_object(
+                      'resourceType', p."resourceType", 'action', p.action,
+                      'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup"))
+               FROM role_permissions p WHERE p."roleId" IN (SELECT "roleId" FROM held)) AS grants
+       FROM (SELECT 1) AS one
+       LEFT JOIN organizations o ON o.id = $1
+       LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = $2`,
+    [orgId, userId],
+  );
+  const r = row!;
+  const grants = r.grants ?? [];
+  // Seed 004, Notes: a personal organization's owner is admin implicitly.
+  if (r.isOwner) grants.push(ADMIN_GRANT);
+  return {
+    ...compilePrincipal({
+      orgExists: r.orgExists,
+      orgDeleted: r.orgDeleted,
+      membershipActive: r.membershipActive,
+      isSuperAdmin: r.isSuperAdmin,
+      grants,
+    }),
+    roleIds: r.roleIds ?? [],
+  };
+}
+
+/**
+ * Current, active members of each role in an org (direct assignment or SSO binding).
+ * Seed 000: membership is read when the gate is evaluated, not when the approval was given.
+ */
+export async function roleMembers(sql: SqlRunner, orgId: string, roleIds: readonly string[]): Promise<Map<string, string[]>> {
+  const members = new Map<string, string[]>(roleIds.map((id) => [id, []]));
+  if (roleIds.length === 0) return members;
+  const rows = await sql.query<{ roleId: string; userId: string }>(
+    `SELECT DISTINCT x."roleId", x."userId" FROM (
+       SELECT a."roleId", a."userId" FROM role_assignments a WHERE a."orgId" = $1 AND a."roleId" = ANY($2::text[])
+       UNION
+       SELECT br."roleId", g."userId"
+         FROM identity_group_binding_roles br
+         JOIN identity_group_bindings b ON b.id = br."bindingId" AND b."orgId" = $1
+         JOIN user_identity_groups g ON g."identitySourceId" = b."identitySourceId" AND g."groupKey" = b."groupKey"
+        WHERE br."roleId" = ANY($2::text[])
+     ) x
+     JOIN memberships m ON m."orgId" = $1 AND m."userId" = x."userId" AND m."deactivatedAt" IS NULL
+     ORDER BY x."userId"`,
+    [orgId, roleIds],
+  );
+  for (const { roleId, userId } of rows) members.get(roleId)?.push(userId);
+  return members;
+}

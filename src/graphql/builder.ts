@@ -1,0 +1,65 @@
+import SchemaBuilder from "@pothos/core";
+import ErrorsPlugin from "@pothos/plugin-errors";
+import PrismaPlugin from "@pothos/plugin-prisma";
+import RelayPlugin from "@pothos/plugin-relay";
+import ScopeAuthPlugin from "@pothos/plugin-scope-auth";
+import { GraphQLError } from "graphql";
+import type PrismaTypes from "../generated/pothos-types.js";
+import { getDatamodel } from "../generated/pothos-types.js";
+import type { Context } from "./context.js";
+
+export const builder = new SchemaBuilder<{
+  Context: Context;
+  PrismaTypes: PrismaTypes;
+  AuthScopes: { authenticated: boolean };
+  DefaultFieldNullability: false;
+  Scalars: {
+    DateTime: { Input: Date; Output: Date | string };
+    JSON: { Input: unknown; Output: unknown };
+  };
+}>({
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, PrismaPlugin, RelayPlugin],
+  defaultFieldNullability: false,
+  scopeAuth: {
+    authScopes: (ctx) => ({ authenticated: ctx.viewer !== null }),
+    unauthorizedError: () =>
+      new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", {
+        extensions: { code: "UNAUTHENTICATED" },
+      }),
+  },
+  prisma: {
+    client: (ctx) => ctx.db.prisma,
+    dmmf: getDatamodel(),
+    filterConnectionTotalCount: true,
+    maxConnectionSize: 100,
+    defaultConnectionSize: 50,
+    onUnusedQuery: process.env.NODE_ENV === "production" ? null : "warn",
+  },
+  relay: {
+    clientMutationId: "omit",
+    cursorType: "String",
+  },
+  errors: { defaultTypes: [] },
+});
+
+builder.queryType({});
+builder.mutationType({});
+builder.subscriptionType({});
+
+builder.scalarType("DateTime", {
+  description: "An ISO-8601 timestamp in UTC.",
+  serialize: (value) => (value instanceof Date ? value.toISOString() : String(value)),
+  parseValue: (value) => {
+    const date = new Date(String(value));
+    if (typeof value !== "string" || Number.isNaN(date.getTime())) {
+      throw new GraphQLError("DateTime must be an ISO-8601 string");
+    }
+    return date;
+  },
+});
+
+builder.scalarType("JSON", {
+  description: "Arbitrary JSON.",
+  serialize: (value) => value,
+  parseValue: (value) => value,
+});

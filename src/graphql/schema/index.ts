@@ -1,0 +1,13 @@
+import { lexicographicSortSchema, printSchema } from "graphql";
+import { builder } from "../builder.js";
+// Each module registers its types, queries, mutations and subscriptions on the builder.
+import "./errors.js";
+import "./catalog.js";
+import "./organization.js";
+
+export const schema = builder.toSchema({ sortSchema: true });
+
+/** The SDL checked in as schema.graphql; test/schema.test.ts fails when they drift. */
+export function printedSchema(): string {
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+}

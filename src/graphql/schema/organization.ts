@@ -1,0 +1,71 @@
+import { builder } from "../builder.js";
+import { viewerOf } from "../context.js";
+
+export const OrganizationRef = builder.prismaObject("Organization", {
+  description: "An organization: members, roles, stacks and workspaces live in exactly one.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    slug: t.exposeString("slug"),
+    name: t.exposeString("name"),
+    personal: t.boolean({ resolve: (o) => o.ownerUserId !== null }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});
+
+export const UserRef = builder.prismaObject("User", {
+  description: "A person or a service account (a chatops bot, a CI identity).",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    email: t.exposeString("email"),
+    isServiceAccount: t.exposeBoolean("isServiceAccount"),
+  }),
+});
+
+export const MembershipRef = builder.prismaObject("Membership", {
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    user: t.relation("user"),
+    isSuperAdmin: t.exposeBoolean("isSuperAdmin"),
+    active: t.boolean({ resolve: (m) => m.deactivatedAt === null }),
+    deactivatedAt: t.expose("deactivatedAt", { type: "DateTime", nullable: true }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});
+
+const ViewerRef = builder.objectRef<{ userId: string; orgId: string }>("Viewer").implement({
+  description: "The caller: the user a token belongs to, in the organization it acts in.",
+  fields: (t) => ({
+    id: t.exposeID("userId"),
+    user: t.prismaField({
+      type: "User",
+      resolve: (query, v, _args, ctx) => ctx.db.prisma.user.findUniqueOrThrow({ ...query, where: { id: v.userId } }),
+    }),
+    name: t.string({
+      resolve: async (v, _a, ctx) => (await ctx.db.prisma.user.findUniqueOrThrow({ where: { id: v.userId } })).name,
+    }),
+    email: t.string({
+      resolve: async (v, _a, ctx) => (await ctx.db.prisma.user.findUniqueOrThrow({ where: { id: v.userId } })).email,
+    }),
+    organization: t.prismaField({
+      type: "Organization",
+      resolve: async (query, v, _a, ctx) => {
+        await ctx.authz.requireMember();
+        return ctx.db.prisma.organization.findUniqueOrThrow({ ...query, where: { id: v.orgId } });
+      },
+    }),
+    isSuperAdmin: t.boolean({ resolve: (_v, _a, ctx) => ctx.authz.isSuperAdmin() }),
+  }),
+});
+
+builder.queryField("viewer", (t) =>
+  t.field({
+    type: ViewerRef,
+    authScopes: { authenticated: true },
+    resolve: async (_root, _args, ctx) => {
+      await ctx.authz.requireMember();
+      const v = viewerOf(ctx);
+      return { userId: v.userId, orgId: v.orgId };
+    },
+  }),
+);

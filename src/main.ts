@@ -1,0 +1,44 @@
+import { mkdir } from "node:fs/promises";
+import { createApp } from "./app.js";
+import { loadConfig } from "./infra/config.js";
+import { openDatabase } from "./infra/db.js";
+import { createEventBus } from "./infra/events.js";
+import { createLogger } from "./infra/logger.js";
+import { prepareDatabase } from "./services/startup.js";
+
+const config = loadConfig();
+const logger = createLogger(config.logLevel);
+
+if (config.database.kind === "pglite") await mkdir(config.database.dataDir, { recursive: true });
+const db = await openDatabase(config.database);
+const events = createEventBus({ redisUrl: config.redisUrl });
+const prepared = await prepareDatabase(db, config, logger);
+const app = createApp({ config, db, events, logger });
+const port = await app.listen(config.port, config.host);
+
+const base = `http://localhost:${port}`;
+logger.info(
+  { port, database: db.kind, eventBus: events.kind, migrationsApplied: prepared.migrations.length },
+  `Countersign is serving ${base}/graphql`,
+);
+if (prepared.demo) {
+  const lines = prepared.demo.tokens.map((t) => `  ${t.name.padEnd(22)} ${t.role.padEnd(20)} ${t.token}`);
+  process.stdout.write(
+    `\nEmbedded demo organization "${prepared.demo.orgSlug}" created. Tokens (shown once):\n${lines.join("\n")}\n\n` +
+      `Explorer:  ${base}/graphql  (header: {"Authorization": "Bearer <token>"})\n` +
+      `Dashboard: ${base}/\n\n`,
+  );
+}
+
+let stopping = false;
+async function stop(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, "shutting down");
+  await app.close();
+  await events.close();
+  await db.close();
+  process.exit(0);
+}
+process.on("SIGINT", () => void stop("SIGINT"));
+process.on("SIGTERM", () => void stop("SIGTERM"));

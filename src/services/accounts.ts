@@ -1,0 +1,45 @@
+import { generateToken, hashToken, tokenPrefix } from "../auth/tokens.js";
+import type { PrismaClient } from "../infra/db.js";
+import { systemRoleId } from "./system-roles.js";
+
+type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+
+/** Issues a token for a user in an org; the plaintext is returned once and never stored. */
+export async function issueToken(
+  db: Tx | PrismaClient,
+  input: { userId: string; orgId: string; name: string; token?: string; expiresAt?: Date | null },
+): Promise<{ id: string; token: string }> {
+  const token = input.token ?? generateToken();
+  const row = await db.apiToken.create({
+    data: {
+      userId: input.userId,
+      orgId: input.orgId,
+      name: input.name,
+      tokenHash: hashToken(token),
+      prefix: tokenPrefix(token),
+      expiresAt: input.expiresAt ?? null,
+    },
+  });
+  return { id: row.id, token };
+}
+
+export function slugify(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 60) || "org";
+}
+
+/** A new organization with its first member as super admin holding the admin role. */
+export async function createOrganizationWithAdmin(
+  prisma: PrismaClient,
+  input: { orgName: string; slug?: string; admin: { email: string; name: string }; token?: string },
+) {
+  return prisma.$transaction(async (tx) => {
+    const org = await tx.organization.create({ data: { name: input.orgName, slug: input.slug ?? slugify(input.orgName) } });
+    const user =
+      (await tx.user.findUnique({ where: { email: input.admin.email } })) ??
+      (await tx.user.create({ data: { email: input.admin.email, name: input.admin.name } }));
+    await tx.membership.create({ data: { orgId: org.id, userId: user.id, isSuperAdmin: true } });
+    await tx.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId("admin") } });
+    const token = await issueToken(tx, { userId: user.id, orgId: org.id, name: "bootstrap", token: input.token });
+    return { org, user, token: token.token };
+  });
+}

@@ -1,0 +1,37 @@
+import { SYSTEM_ROLES, reconcileSystemRole, type Permission } from "../domain/catalog/index.js";
+import type { PrismaClient } from "../infra/db.js";
+
+/** System roles are shared by every organization and have fixed ids. */
+export const systemRoleId = (key: string) => `system:${key}`;
+
+/**
+ * Converges the built-in roles at start, idempotently: a system role drifting in the
+ * database (a row added, removed, or given a group) converges back (seed 004, Built-in roles).
+ */
+export async function reconcileSystemRoles(prisma: PrismaClient): Promise<{ added: number; removed: number }> {
+  let added = 0;
+  let removed = 0;
+  for (const role of SYSTEM_ROLES) {
+    const id = systemRoleId(role.key);
+    await prisma.$transaction(async (tx) => {
+      await tx.role.upsert({
+        where: { id },
+        create: { id, key: role.key, name: role.name, description: role.description, system: true },
+        update: { name: role.name, description: role.description, system: true, orgId: null },
+      });
+      const current = await tx.rolePermission.findMany({ where: { roleId: id } });
+      const diff = reconcileSystemRole(current as Permission[], role.permissions);
+      const removeKeys = new Set(diff.remove.map(key));
+      const removeIds = current.filter((p) => removeKeys.has(key(p as Permission))).map((p) => p.id);
+      if (removeIds.length) await tx.rolePermission.deleteMany({ where: { id: { in: removeIds } } });
+      if (diff.add.length) {
+        await tx.rolePermission.createMany({ data: diff.add.map((p) => ({ roleId: id, ...p })) });
+      }
+      added += diff.add.length;
+      removed += removeIds.length;
+    });
+  }
+  return { added, removed };
+}
+
+const key = (p: Permission) => `${p.resourceType}\u0000${p.action}\u0000${p.resourcePattern}\u0000${p.authzGroup}`;
