@@ -4,6 +4,7 @@ import { builder } from "../builder.js";
 import "./errors.js";
 import "./catalog.js";
 import "./organization.js";
+import "./stack.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

@@ -69,3 +69,28 @@ builder.queryField("viewer", (t) =>
     },
   }),
 );
+
+const AuthzChangedRef = builder.objectRef<{ orgId: string; reason: string }>("AuthzChanged").implement({
+  description: "Grants or role membership changed in the caller's organization: re-read what you may do.",
+  fields: (t) => ({ reason: t.exposeString("reason") }),
+});
+
+builder.subscriptionField("authzChanged", (t) =>
+  t.field({
+    type: AuthzChangedRef,
+    authScopes: { authenticated: true },
+    description: "Fires whenever roles, assignments, bindings, group sync or memberships change in the caller's org.",
+    subscribe: async function* (_root, _args, ctx) {
+      await ctx.authz.requireMember();
+      for await (const event of ctx.events.subscribe("authz:changed")) {
+        if (event.orgId !== ctx.viewer!.orgId) continue;
+        // Authorize on every event: a member removed since subscribing stops receiving.
+        ctx.authz.refresh();
+        const principal = await ctx.authz.principal();
+        if (!principal.orgExists || principal.orgDeleted || !principal.membershipActive) return;
+        yield event;
+      }
+    },
+    resolve: (event) => event,
+  }),
+);

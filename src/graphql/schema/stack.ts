@@ -1,0 +1,175 @@
+import { builder } from "../builder.js";
+import { COMMON_ERRORS } from "./errors.js";
+import {
+  createStack,
+  deleteStack,
+  findReadableStack,
+  listStacks,
+  parseInput,
+  stackTarget,
+  updateStack,
+} from "../../services/stacks.js";
+import { setProtectedLabelKeys, setStackOutputs, StackOutputsInput } from "../../services/labels.js";
+import { decodeCursor, encodeCursor } from "./cursor.js";
+
+interface StackOutput {
+  name: string;
+  value: unknown;
+  sensitive: boolean;
+}
+
+const StackOutputRef = builder.objectRef<StackOutput & { masked: boolean }>("StackOutput").implement({
+  description: "A Terraform output. Sensitive values are masked unless the caller holds (stack, read_data).",
+  fields: (t) => ({
+    name: t.exposeString("name"),
+    sensitive: t.exposeBoolean("sensitive"),
+    masked: t.exposeBoolean("masked"),
+    value: t.field({ type: "JSON", nullable: true, resolve: (o) => (o.masked ? null : o.value) }),
+  }),
+});
+
+const outputsOf = (raw: unknown): StackOutput[] => (Array.isArray(raw) ? (raw as StackOutput[]) : []);
+
+export const StackRef = builder.prismaObject("Stack", {
+  description: "A deployable unit: its workspaces, authz groups, labels and Terraform outputs.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    description: t.exposeString("description"),
+    labels: t.field({ type: "JSON", description: "Label key → value.", resolve: (s) => s.labels }),
+    authzGroups: t.exposeStringList("authzGroups"),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    outputs: t.field({
+      type: [StackOutputRef],
+      description:
+        "Masked under (stack, read): sensitive values are null. Unmasked under (stack, read_data) (seed 004, read_data).",
+      resolve: async (stack, _args, ctx) => {
+        const unmasked = await ctx.authz.can(stackTarget(stack, "read_data"));
+        return outputsOf(stack.outputs).map((o) => ({ ...o, masked: o.sensitive && !unmasked }));
+      },
+    }),
+  }),
+});
+
+const StackConnection = builder.connectionObject({ type: StackRef, name: "StackConnection" });
+
+builder.queryFields((t) => ({
+  stack: t.prismaField({
+    type: "Stack",
+    nullable: true,
+    authScopes: { authenticated: true },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_query, _root, args, ctx) => findReadableStack(ctx.db, ctx.authz, String(args.id)).catch(() => null),
+  }),
+  stacks: t.field({
+    type: StackConnection,
+    authScopes: { authenticated: true },
+    description: "The stacks the caller may read, ordered by name, filtered in SQL by the caller's grants.",
+    args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
+    resolve: async (_root, args, ctx) => {
+      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
+      const page = await listStacks(ctx.db, ctx.authz, { first, after: args.after ? decodeCursor(args.after) : null });
+      return {
+        edges: page.rows.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
+        pageInfo: {
+          hasNextPage: page.hasNextPage,
+          hasPreviousPage: args.after != null,
+          startCursor: page.rows[0] ? encodeCursor(page.rows[0].name) : null,
+          endCursor: page.rows.at(-1) ? encodeCursor(page.rows.at(-1)!.name) : null,
+        },
+      };
+    },
+  }),
+  stackOutputs: t.field({
+    type: [StackOutputRef],
+    authScopes: { authenticated: true },
+    description:
+      "A producer stack's outputs, unmasked, for a consumer holding only (stack, read_data) on it (seed 004, read_data).",
+    args: { stackName: t.arg.string({ required: true }) },
+    resolve: async (_root, args, ctx) => {
+      const stack = await ctx.db.prisma.stack.findFirst({ where: { orgId: ctx.viewer!.orgId, name: args.stackName } });
+      if (!stack || !(await ctx.authz.can(stackTarget(stack, "read_data")))) return [];
+      return outputsOf(stack.outputs).map((o) => ({ ...o, masked: false }));
+    },
+  }),
+  protectedLabelKeys: t.stringList({
+    authScopes: { authenticated: true },
+    description: "The org's protected label keys; needs (label, read).",
+    resolve: async (_root, _args, ctx) => {
+      await ctx.authz.require({ resourceType: "label", action: "read", matchValue: null, groups: null });
+      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer!.orgId } });
+      return org.protectedLabelKeys;
+    },
+  }),
+}));
+
+const CreateStackInputRef = builder.inputType("CreateStackInput", {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    description: t.string(),
+    labels: t.field({ type: "JSON", description: "Label key → string value." }),
+    authzGroups: t.stringList({ description: "Up to 20 exact authz groups; each needs (stack_authz_group, assign, <group>)." }),
+  }),
+});
+
+const UpdateStackInputRef = builder.inputType("UpdateStackInput", {
+  fields: (t) => ({
+    id: t.id({ required: true }),
+    name: t.string(),
+    description: t.string(),
+    labels: t.field({ type: "JSON", description: "Replaces the whole label set." }),
+    authzGroups: t.stringList({ description: "Replaces the whole group set." }),
+  }),
+});
+
+const StackOutputInputRef = builder.inputType("StackOutputInput", {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    value: t.field({ type: "JSON", required: true }),
+    sensitive: t.boolean({ defaultValue: false }),
+  }),
+});
+
+const stripNulls = <T extends Record<string, unknown>>(o: T) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
+
+builder.mutationFields((t) => ({
+  createStack: t.field({
+    type: StackRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: CreateStackInputRef, required: true }) },
+    resolve: (_root, args, ctx) => createStack(ctx.db, ctx.authz, stripNulls(args.input)),
+  }),
+  updateStack: t.field({
+    type: StackRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: UpdateStackInputRef, required: true }) },
+    resolve: (_root, args, ctx) => updateStack(ctx.db, ctx.authz, stripNulls(args.input)),
+  }),
+  deleteStack: t.field({
+    type: StackRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => deleteStack(ctx.db, ctx.authz, String(args.id)),
+  }),
+  setStackOutputs: t.field({
+    type: StackRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    description: "Records a stack's Terraform outputs (what a runner reports after an apply); needs (stack, update).",
+    args: { stackId: t.arg.id({ required: true }), outputs: t.arg({ type: [StackOutputInputRef], required: true }) },
+    resolve: (_root, args, ctx) =>
+      setStackOutputs(ctx.db, ctx.authz, String(args.stackId), parseInput(StackOutputsInput, args.outputs, "outputs")),
+  }),
+  setProtectedLabelKeys: t.stringList({
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    description: "Replaces the org's whole protected-key set; needs (label, create) (seed 004, label).",
+    args: { keys: t.arg.stringList({ required: true }) },
+    resolve: (_root, args, ctx) => setProtectedLabelKeys(ctx.db, ctx.authz, args.keys),
+  }),
+}));

@@ -1,0 +1,29 @@
+import { z } from "zod";
+import type { Authz } from "../authz/authz.js";
+import type { Database } from "../infra/db.js";
+import { ValidationError } from "../errors.js";
+import { findReadableStack, stackTarget } from "./stacks.js";
+
+export const StackOutputsInput = z
+  .array(z.object({ name: z.string().min(1).max(200), value: z.unknown(), sensitive: z.boolean().default(false) }))
+  .max(500);
+
+export async function setStackOutputs(db: Database, authz: Authz, stackId: string, outputs: z.infer<typeof StackOutputsInput>) {
+  const stack = await findReadableStack(db, authz, stackId);
+  await authz.require(stackTarget(stack, "update"));
+  return db.prisma.stack.update({ where: { id: stack.id }, data: { outputs: outputs as never } });
+}
+
+const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/;
+
+/** (label, create) manages the protected-key set, as a whole-set replace (seed 004, label). */
+export async function setProtectedLabelKeys(db: Database, authz: Authz, keys: string[]) {
+  await authz.require({ resourceType: "label", action: "create", matchValue: null, groups: null });
+  const issues = keys.flatMap((key, i) =>
+    LABEL_KEY.test(key) ? [] : [{ field: `keys.${i}`, code: "invalid_label_key", message: "Not a valid label key." }],
+  );
+  if (issues.length) throw new ValidationError(issues);
+  const unique = [...new Set(keys)].sort();
+  const org = await db.prisma.organization.update({ where: { id: authz.viewer!.orgId }, data: { protectedLabelKeys: unique } });
+  return org.protectedLabelKeys;
+}
