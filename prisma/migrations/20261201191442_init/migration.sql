@@ -73,6 +73,7 @@ CREATE TABLE "roles" (
     "name" TEXT NOT NULL,
     "description" TEXT NOT NULL DEFAULT '',
     "system" BOOLEAN NOT NULL DEFAULT false,
+    "deletedAt" TIMESTAMP(3),
     "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
     "updatedAt" TIMESTAMP(3) NOT NULL,
 
