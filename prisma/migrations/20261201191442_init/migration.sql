@@ -405,6 +405,7 @@ CREATE TABLE "gateway_invocations" (
     "connectionId" TEXT NOT NULL,
     "tool" TEXT NOT NULL,
     "logicalTool" TEXT,
+    "invocationId" TEXT NOT NULL,
     "argumentHash" TEXT NOT NULL,
     "idempotencyKey" TEXT NOT NULL,
     "state" TEXT NOT NULL,
@@ -414,6 +415,21 @@ CREATE TABLE "gateway_invocations" (
     "executedAt" TIMESTAMP(3),
 
     CONSTRAINT "gateway_invocations_pkey" PRIMARY KEY ("approvalId")
+);
+
+-- CreateTable
+CREATE TABLE "gateway_executions" (
+    "virtualKeyId" TEXT NOT NULL,
+    "idempotencyKey" TEXT NOT NULL,
+    "approvalId" TEXT NOT NULL,
+    "invocationId" TEXT NOT NULL,
+    "state" TEXT NOT NULL,
+    "result" JSONB,
+    "error" TEXT,
+    "startedAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "finishedAt" TIMESTAMP(3),
+
+    CONSTRAINT "gateway_executions_pkey" PRIMARY KEY ("virtualKeyId","idempotencyKey")
 );
 
 -- CreateIndex
@@ -519,6 +535,9 @@ CREATE UNIQUE INDEX "approval_policies_workspaceId_name_key" ON "approval_polici
 CREATE INDEX "approval_requests_workspaceId_status_idx" ON "approval_requests"("workspaceId", "status");
 
 -- CreateIndex
+CREATE INDEX "approval_requests_orgId_status_idx" ON "approval_requests"("orgId", "status");
+
+-- CreateIndex
 CREATE UNIQUE INDEX "votes_requestId_userId_key" ON "votes"("requestId", "userId");
 
 -- CreateIndex
@@ -528,7 +547,7 @@ CREATE UNIQUE INDEX "delivery_jobs_requestId_key" ON "delivery_jobs"("requestId"
 CREATE INDEX "delivery_jobs_status_nextRunAt_idx" ON "delivery_jobs"("status", "nextRunAt");
 
 -- CreateIndex
-CREATE UNIQUE INDEX "gateway_invocations_idempotencyKey_key" ON "gateway_invocations"("idempotencyKey");
+CREATE INDEX "gateway_invocations_virtualKeyId_idempotencyKey_idx" ON "gateway_invocations"("virtualKeyId", "idempotencyKey");
 
 -- AddForeignKey
 ALTER TABLE "organizations" ADD CONSTRAINT "organizations_ownerUserId_fkey" FOREIGN KEY ("ownerUserId") REFERENCES "users"("id") ON DELETE SET NULL ON UPDATE CASCADE;
