@@ -256,3 +256,22 @@ export const PERMISSION_CATALOG: readonly CatalogEntry[] = Object.freeze(
     });
   }),
 );
+
+// ── The tuple ────────────────────────────────────────────────────────────────────────
+
+/**
+ * A permission tuple as stored in role_permissions (seed: "Permissions are tuples of
+ * (resource_type, action, resource_pattern, authz_group)"). resourcePattern is the
+ * canonical LIKE pattern ('' = any resource); authzGroup is an exact group name ('' = none).
+ */
+export interface Permission {
+  readonly resourceType: ResourceType;
+  readonly action: Action;
+  readonly resourcePattern: string;
+  readonly authzGroup: string;
+}
+
+/** Identity of a tuple, for de-duplication and diffs (the table's unique key). */
+export function permissionKey(p: Permission): string {
+  return JSON.stringify([p.resourceType, p.action, p.resourcePattern, p.authzGroup]);
+}
