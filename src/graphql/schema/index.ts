@@ -5,6 +5,7 @@ import "./errors.js";
 import "./catalog.js";
 import "./organization.js";
 import "./stack.js";
+import "./access.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

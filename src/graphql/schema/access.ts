@@ -1,0 +1,374 @@
+// Members, roles, role assignments, identity sources, SSO group bindings, group sync and
+// API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
+import { builder } from "../builder.js";
+import type { Context } from "../context.js";
+import { COMMON_ERRORS } from "./errors.js";
+import { InvalidStateError } from "../../errors.js";
+import { assignRole, createRole, deleteRole, unassignRole, updateRole } from "../../services/roles.js";
+import {
+  createGroupBinding,
+  createIdentitySource,
+  deleteGroupBinding,
+  deleteIdentitySource,
+  syncUserGroups,
+  updateGroupBinding,
+} from "../../services/identity.js";
+import {
+  addMember,
+  createApiToken,
+  deleteOrganization,
+  revokeApiToken,
+  setMemberActive,
+  setSuperAdmin,
+} from "../../services/members.js";
+import { releaseReservationsOfRole } from "../../services/reservations.js";
+import { MembershipRef, OrganizationRef } from "./organization.js";
+import type { ApiToken } from "../../generated/prisma/client.js";
+
+const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
+const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+const orgOf = (ctx: Context) => ctx.viewer!.orgId;
+const NO_TARGET = { matchValue: null, groups: null } as const;
+
+const PermissionRef = builder.prismaObject("RolePermission", {
+  description: "A permission tuple (resource_type, action, resource_pattern, authz_group).",
+  fields: (t) => ({
+    resourceType: t.exposeString("resourceType"),
+    action: t.exposeString("action"),
+    resourcePattern: t.exposeString("resourcePattern", { description: "Canonical SQL LIKE pattern; empty = any resource." }),
+    authzGroup: t.exposeString("authzGroup", { description: "Exact stack authz group; empty = none." }),
+  }),
+});
+
+export const RoleRef = builder.prismaObject("Role", {
+  description: "A bundle of permission tuples: a built-in system role or an org's custom role.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    key: t.exposeString("key", { description: "Derived from the name at creation; immutable." }),
+    name: t.exposeString("name"),
+    description: t.exposeString("description"),
+    system: t.exposeBoolean("system"),
+    deleted: t.boolean({ resolve: (r) => r.deletedAt !== null }),
+    permissions: t.relation("permissions"),
+    directMembers: t.prismaField({
+      type: ["User"],
+      description: "Members holding this role by direct assignment in the caller's org.",
+      resolve: (query, role, _args, ctx) =>
+        ctx.db.prisma.user.findMany({
+          ...query,
+          where: { roleAssignments: { some: { roleId: role.id, orgId: orgOf(ctx) } } },
+          orderBy: { name: "asc" },
+        }),
+    }),
+  }),
+});
+
+builder.prismaObject("IdentitySource", {
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    kind: t.exposeString("kind"),
+    bindings: t.relation("bindings"),
+  }),
+});
+
+builder.prismaObject("IdentityGroupBinding", {
+  description: "(identity source, group key) attaching 1..5 roles; the group's members hold their union.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    groupKey: t.exposeString("groupKey"),
+    identitySource: t.relation("identitySource"),
+    roles: t.prismaField({
+      type: ["Role"],
+      resolve: (query, binding, _args, ctx) =>
+        ctx.db.prisma.role.findMany({ ...query, where: { bindingRoles: { some: { bindingId: binding.id } } }, orderBy: { key: "asc" } }),
+    }),
+  }),
+});
+
+const ApiTokenRef = builder.prismaObject("ApiToken", {
+  description: "A token's metadata. The secret itself is shown once, at creation.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    prefix: t.exposeString("prefix"),
+    user: t.relation("user"),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    lastUsedAt: t.expose("lastUsedAt", { type: "DateTime", nullable: true }),
+    expiresAt: t.expose("expiresAt", { type: "DateTime", nullable: true }),
+    revokedAt: t.expose("revokedAt", { type: "DateTime", nullable: true }),
+  }),
+});
+
+const CreatedTokenRef = builder.objectRef<{ token: string; apiToken: ApiToken }>("CreatedApiToken").implement({
+    fields: (t) => ({
+      token: t.exposeString("token", { description: "The secret. Shown once: store it now." }),
+      apiToken: t.field({ type: ApiTokenRef, resolve: (p) => p.apiToken }),
+    }),
+  });
+
+builder.prismaObjectField("Membership", "role", (t) =>
+  t.prismaField({
+    type: "Role",
+    nullable: true,
+    description: "The member's single direct role.",
+    resolve: async (query, m, _args, ctx) => {
+      const a = await ctx.db.prisma.roleAssignment.findUnique({ where: { orgId_userId: { orgId: m.orgId, userId: m.userId } } });
+      return a ? ctx.db.prisma.role.findUnique({ ...query, where: { id: a.roleId } }) : null;
+    },
+  }),
+);
+
+builder.queryFields((t) => ({
+  members: t.prismaField({
+    type: ["Membership"],
+    authScopes: { authenticated: true },
+    description: "Members of the caller's organization; needs (member, read).",
+    resolve: async (query, _root, _args, ctx) => {
+      await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
+      return ctx.db.prisma.membership.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
+    },
+  }),
+  roles: t.prismaField({
+    type: ["Role"],
+    authScopes: { authenticated: true },
+    description: "The system roles and the org's custom roles; needs (role, read).",
+    resolve: async (query, _root, _args, ctx) => {
+      await ctx.authz.require({ resourceType: "role", action: "read", ...NO_TARGET });
+      return ctx.db.prisma.role.findMany({
+        ...query,
+        where: { deletedAt: null, OR: [{ orgId: orgOf(ctx) }, { orgId: null, system: true }] },
+        orderBy: [{ system: "desc" }, { key: "asc" }],
+      });
+    },
+  }),
+  identitySources: t.prismaField({
+    type: ["IdentitySource"],
+    authScopes: { authenticated: true },
+    resolve: async (query, _root, _args, ctx) => {
+      await ctx.authz.require({ resourceType: "identity_source", action: "read", ...NO_TARGET });
+      return ctx.db.prisma.identitySource.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
+    },
+  }),
+  apiTokens: t.prismaField({
+    type: ["ApiToken"],
+    authScopes: { authenticated: true },
+    description: "Your own tokens, or another member's with (member, read).",
+    args: { userId: t.arg.id() },
+    resolve: async (query, _root, args, ctx) => {
+      await ctx.authz.requireMember();
+      const userId = args.userId ? String(args.userId) : ctx.viewer!.userId;
+      if (userId !== ctx.viewer!.userId) await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
+      return ctx.db.prisma.apiToken.findMany({ ...query, where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
+    },
+  }),
+}));
+
+const PermissionInputRef = builder.inputType("PermissionInput", {
+  description: "A tuple; resourcePattern is a user glob (* and ?), compiled to the canonical LIKE pattern.",
+  fields: (t) => ({
+    resourceType: t.string({ required: true }),
+    action: t.string({ required: true }),
+    resourcePattern: t.string(),
+    authzGroup: t.string(),
+  }),
+});
+
+const CreateRoleInput = builder.inputType("CreateRoleInput", {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    description: t.string(),
+    permissions: t.field({ type: [PermissionInputRef], required: true, description: "1..50 tuples." }),
+  }),
+});
+const UpdateRoleInput = builder.inputType("UpdateRoleInput", {
+  fields: (t) => ({
+    id: t.id({ required: true }),
+    name: t.string({ description: "Renames; the key stays." }),
+    description: t.string(),
+    permissions: t.field({ type: [PermissionInputRef], description: "Replaces the whole set (1..50)." }),
+  }),
+});
+const AddMemberInputRef = builder.inputType("AddMemberInput", {
+  fields: (t) => ({
+    email: t.string({ required: true }),
+    name: t.string({ required: true }),
+    serviceAccount: t.boolean({ description: "A chatops bot or CI identity." }),
+    roleId: t.id(),
+  }),
+});
+const BindingInput = builder.inputType("CreateGroupBindingInput", {
+  fields: (t) => ({
+    identitySourceId: t.id({ required: true }),
+    groupKey: t.string({ required: true }),
+    roleIds: t.idList({ required: true, description: "1..5 roles." }),
+  }),
+});
+const UpdateBindingInput = builder.inputType("UpdateGroupBindingInput", {
+  fields: (t) => ({ id: t.id({ required: true }), roleIds: t.idList({ required: true }) }),
+});
+const SyncInput = builder.inputType("SyncUserGroupsInput", {
+  fields: (t) => ({
+    identitySourceId: t.id({ required: true }),
+    userId: t.id({ required: true }),
+    groupKeys: t.stringList({ required: true, description: "The user's whole group set in this source." }),
+  }),
+});
+const CreateTokenInput = builder.inputType("CreateApiTokenInput", {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    userId: t.id({ description: "Another member (e.g. a service account); needs (member, update)." }),
+    expiresAt: t.field({ type: "DateTime" }),
+  }),
+});
+
+/** GraphQL sends null for omitted optional fields; the services' zod schemas want them absent. */
+const clean = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v != null)) as never;
+const ids = (list: readonly (string | number)[]) => list.map(String);
+
+builder.mutationFields((t) => ({
+  createRole: t.prismaField({
+    type: "Role",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: CreateRoleInput, required: true }) },
+    resolve: (_q, _r, { input }, ctx) =>
+      createRole(deps(ctx), { name: input.name, description: input.description, permissions: input.permissions.map(clean) }),
+  }),
+  updateRole: t.prismaField({
+    type: "Role",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: UpdateRoleInput, required: true }) },
+    resolve: (_q, _r, { input }, ctx) =>
+      updateRole(deps(ctx), {
+        id: String(input.id),
+        name: input.name,
+        description: input.description,
+        permissions: input.permissions ? input.permissions.map(clean) : null,
+      }),
+  }),
+  deleteRole: t.prismaField({
+    type: "Role",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Cascades through assignments and bindings; releases the role's reservations with you as releaser.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => deleteRole(deps(ctx), String(args.id), releaseReservationsOfRole),
+  }),
+  assignRole: t.prismaField({
+    type: "Membership",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Gives a member their single direct role (replacing any other); needs (role, assign).",
+    args: { userId: t.arg.id({ required: true }), roleId: t.arg.id({ required: true }) },
+    resolve: async (query, _r, args, ctx) => {
+      const a = await assignRole(deps(ctx), { userId: String(args.userId), roleId: String(args.roleId) });
+      return ctx.db.prisma.membership.findUniqueOrThrow({ ...query, where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
+    },
+  }),
+  unassignRole: t.boolean({
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { userId: t.arg.id({ required: true }) },
+    resolve: (_r, args, ctx) => unassignRole(deps(ctx), String(args.userId)),
+  }),
+  addMember: t.prismaField({
+    type: "Membership",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: AddMemberInputRef, required: true }) },
+    resolve: (_q, _r, { input }, ctx) => addMember(deps(ctx), clean(input)),
+  }),
+  deactivateMember: t.prismaField({
+    type: "Membership",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "The member's grants stop at once; needs (member, update).",
+    args: { userId: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => setMemberActive(deps(ctx), String(args.userId), false),
+  }),
+  reactivateMember: t.prismaField({
+    type: "Membership",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { userId: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => setMemberActive(deps(ctx), String(args.userId), true),
+  }),
+  setSuperAdmin: t.prismaField({
+    type: "Membership",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { userId: t.arg.id({ required: true }), value: t.arg.boolean({ required: true }) },
+    resolve: (_q, _r, args, ctx) => setSuperAdmin(deps(ctx), String(args.userId), args.value),
+  }),
+  createIdentitySource: t.prismaField({
+    type: "IdentitySource",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { name: t.arg.string({ required: true }), kind: t.arg.string() },
+    resolve: (_q, _r, args, ctx) => createIdentitySource(deps(ctx), clean(args)),
+  }),
+  deleteIdentitySource: t.prismaField({
+    type: "IdentitySource",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => deleteIdentitySource(deps(ctx), String(args.id)),
+  }),
+  createGroupBinding: t.prismaField({
+    type: "IdentityGroupBinding",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: BindingInput, required: true }) },
+    resolve: (_q, _r, { input }, ctx) =>
+      createGroupBinding(deps(ctx), { identitySourceId: String(input.identitySourceId), groupKey: input.groupKey, roleIds: ids(input.roleIds) }),
+  }),
+  updateGroupBinding: t.prismaField({
+    type: "IdentityGroupBinding",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: UpdateBindingInput, required: true }) },
+    resolve: (_q, _r, { input }, ctx) => updateGroupBinding(deps(ctx), { id: String(input.id), roleIds: ids(input.roleIds) }),
+  }),
+  deleteGroupBinding: t.prismaField({
+    type: "IdentityGroupBinding",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => deleteGroupBinding(deps(ctx), String(args.id)),
+  }),
+  syncUserGroups: t.stringList({
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Replaces a user's group keys in one identity source (what SCIM or a login hook calls).",
+    args: { input: t.arg({ type: SyncInput, required: true }) },
+    resolve: (_r, { input }, ctx) =>
+      syncUserGroups(deps(ctx), { identitySourceId: String(input.identitySourceId), userId: String(input.userId), groupKeys: input.groupKeys }),
+  }),
+  createApiToken: t.field({
+    type: CreatedTokenRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { input: t.arg({ type: CreateTokenInput, required: true }) },
+    resolve: (_r, { input }, ctx) =>
+      createApiToken(deps(ctx), { name: input.name, userId: input.userId ? String(input.userId) : undefined, expiresAt: input.expiresAt ?? undefined }),
+  }),
+  revokeApiToken: t.prismaField({
+    type: "ApiToken",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_q, _r, args, ctx) => revokeApiToken(deps(ctx), String(args.id)),
+  }),
+  deleteOrganization: t.prismaField({
+    type: "Organization",
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Soft-deletes the caller's organization: every check fails for it from then on. Super admin only.",
+    resolve: (_q, _r, _a, ctx) => deleteOrganization(deps(ctx)),
+  }),
+}));
+
+void OrganizationRef;
+void MembershipRef;

@@ -1,0 +1,124 @@
+import { z } from "zod";
+import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError } from "../errors.js";
+import { issueToken } from "./accounts.js";
+import { announceAuthzChange, findRole, rejectPersonalOrg, type RoleDeps } from "./roles.js";
+import { parseInput } from "./stacks.js";
+
+const MEMBER = (action: "read" | "create" | "update" | "delete") =>
+  ({ resourceType: "member", action, matchValue: null, groups: null }) as const;
+
+export const AddMemberInput = z.object({
+  email: z.string().email("Not an email address.").max(320),
+  name: z.string().min(1).max(200),
+  serviceAccount: z.boolean().default(false),
+  roleId: z.string().optional(),
+});
+
+/** Adds a person (or a service account, for a chatops bot) to the viewer's org. */
+export async function addMember(deps: RoleDeps, raw: unknown) {
+  const { db, authz, events } = deps;
+  const input = parseInput(AddMemberInput, raw);
+  await authz.require(MEMBER("create"));
+  const orgId = authz.viewer!.orgId;
+  if (input.roleId) {
+    await authz.require({ resourceType: "role", action: "assign", matchValue: null, groups: null });
+    await rejectPersonalOrg(db, orgId, "manual role assignments");
+    await findRole(db, orgId, input.roleId);
+  }
+  const membership = await db.prisma.$transaction(async (tx) => {
+    const user =
+      (await tx.user.findUnique({ where: { email: input.email } })) ??
+      (await tx.user.create({ data: { email: input.email, name: input.name, isServiceAccount: input.serviceAccount } }));
+    const existing = await tx.membership.findUnique({ where: { orgId_userId: { orgId, userId: user.id } } });
+    if (existing) throw new ConflictError(`${input.email} is already a member.`);
+    const created = await tx.membership.create({ data: { orgId, userId: user.id } });
+    if (input.roleId) await tx.roleAssignment.create({ data: { orgId, userId: user.id, roleId: input.roleId } });
+    return created;
+  });
+  announceAuthzChange(events, orgId, "member_added");
+  return membership;
+}
+
+async function findMembership(deps: RoleDeps, userId: string) {
+  const orgId = deps.authz.viewer!.orgId;
+  const membership = await deps.db.prisma.membership.findUnique({ where: { orgId_userId: { orgId, userId } } });
+  if (!membership) throw new NotFoundError("Member", userId);
+  return membership;
+}
+
+/** A deactivated member's grants stop at once (every check reads active membership). */
+export async function setMemberActive(deps: RoleDeps, userId: string, active: boolean) {
+  await deps.authz.require(MEMBER("update"));
+  const membership = await findMembership(deps, userId);
+  if (!active && userId === deps.authz.viewer!.userId) {
+    throw new InvalidStateError("Member", "self", "You cannot deactivate your own membership.");
+  }
+  const updated = await deps.db.prisma.membership.update({
+    where: { id: membership.id },
+    data: { deactivatedAt: active ? null : (membership.deactivatedAt ?? new Date()) },
+  });
+  announceAuthzChange(deps.events, membership.orgId, active ? "member_reactivated" : "member_deactivated");
+  return updated;
+}
+
+/** super_admin short-circuits every check, so only a super admin grants or removes it. */
+export async function setSuperAdmin(deps: RoleDeps, userId: string, value: boolean) {
+  if (!(await deps.authz.isSuperAdmin())) {
+    throw new PermissionDeniedError(null, "Only a super admin can grant or remove super admin.");
+  }
+  const membership = await findMembership(deps, userId);
+  if (!value && membership.isSuperAdmin) {
+    const others = await deps.db.prisma.membership.count({
+      where: { orgId: membership.orgId, isSuperAdmin: true, deactivatedAt: null, NOT: { id: membership.id } },
+    });
+    if (others === 0) throw new InvalidStateError("Member", "last_super_admin", "An organization keeps at least one active super admin.");
+  }
+  const updated = await deps.db.prisma.membership.update({ where: { id: membership.id }, data: { isSuperAdmin: value } });
+  announceAuthzChange(deps.events, membership.orgId, "super_admin_changed");
+  return updated;
+}
+
+export const CreateTokenInput = z.object({
+  name: z.string().min(1).max(100),
+  userId: z.string().optional(),
+  expiresAt: z.date().optional(),
+});
+
+/**
+ * A token for yourself, or (with (member, update)) for another member — the way a chatops
+ * bot's service account gets one. The plaintext is returned once.
+ */
+export async function createApiToken(deps: RoleDeps, raw: unknown) {
+  const input = parseInput(CreateTokenInput, raw);
+  const viewer = deps.authz.viewer!;
+  await deps.authz.requireMember();
+  const userId = input.userId ?? viewer.userId;
+  if (userId !== viewer.userId) {
+    await deps.authz.require(MEMBER("update"));
+    const m = await findMembership(deps, userId);
+    if (m.deactivatedAt) throw new InvalidStateError("Member", "deactivated", "That member is deactivated.");
+  }
+  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
+    throw ValidationError.field("input.expiresAt", "in_past", "expiresAt must be in the future.");
+  }
+  const { id, token } = await issueToken(deps.db.prisma, { userId, orgId: viewer.orgId, name: input.name, expiresAt: input.expiresAt });
+  const row = await deps.db.prisma.apiToken.findUniqueOrThrow({ where: { id } });
+  return { token, apiToken: row };
+}
+
+export async function revokeApiToken(deps: RoleDeps, id: string) {
+  const viewer = deps.authz.viewer!;
+  await deps.authz.requireMember();
+  const token = await deps.db.prisma.apiToken.findFirst({ where: { id, orgId: viewer.orgId } });
+  if (!token) throw new NotFoundError("ApiToken", id);
+  if (token.userId !== viewer.userId) await deps.authz.require(MEMBER("update"));
+  return deps.db.prisma.apiToken.update({ where: { id }, data: { revokedAt: token.revokedAt ?? new Date() } });
+}
+
+/** Soft delete: every check fails for a deleted organization from then on. */
+export async function deleteOrganization(deps: RoleDeps) {
+  if (!(await deps.authz.isSuperAdmin())) throw new PermissionDeniedError(null, "Only a super admin can delete the organization.");
+  const org = await deps.db.prisma.organization.update({ where: { id: deps.authz.viewer!.orgId }, data: { deletedAt: new Date() } });
+  announceAuthzChange(deps.events, org.id, "organization_deleted");
+  return org;
+}

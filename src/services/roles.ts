@@ -1,0 +1,196 @@
+import {
+  MAX_ROLES_PER_BINDING,
+  roleKeyFromName,
+  validateCustomRolePermissions,
+  type PermissionInput,
+} from "../domain/catalog/index.js";
+import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
+import type { Authz } from "../authz/authz.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import { uniqueViolation } from "./prisma-errors.js";
+
+const ROLE = (action: "read" | "create" | "update" | "delete" | "assign") =>
+  ({ resourceType: "role", action, matchValue: null, groups: null }) as const;
+
+export interface RoleDeps {
+  db: Database;
+  authz: Authz;
+  events: EventBus;
+}
+
+/** Seed 004, Notes: personal organizations reject manual assignments, bindings and custom roles. */
+async function rejectPersonalOrg(db: Database, orgId: string, what: string) {
+  const org = await db.prisma.organization.findUniqueOrThrow({ where: { id: orgId } });
+  if (org.ownerUserId !== null) {
+    throw new InvalidStateError("Organization", "personal", `A personal organization has no ${what}: its owner is admin implicitly.`);
+  }
+}
+
+function permissionsOrThrow(list: PermissionInput[]) {
+  const result = validateCustomRolePermissions(list);
+  if (result.ok) return result.permissions;
+  throw new ValidationError(
+    result.issues.map((i) => ({
+      field: i.index === null ? "input.permissions" : `input.permissions.${i.index}.${i.field}`,
+      code: i.code,
+      message: i.message,
+    })),
+  );
+}
+
+/** Any role the viewer's org can use: the system roles and its own live custom roles. */
+export async function findRole(db: Database, orgId: string, id: string) {
+  const role = await db.prisma.role.findFirst({ where: { id, deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] } });
+  if (!role) throw new NotFoundError("Role", id);
+  return role;
+}
+
+export function announceAuthzChange(events: EventBus, orgId: string, reason: string) {
+  events.publish("authz:changed", { orgId, reason });
+}
+
+export async function createRole(
+  { db, authz }: RoleDeps,
+  input: { name: string; description?: string | null; permissions: PermissionInput[] },
+) {
+  await authz.require(ROLE("create"));
+  const orgId = authz.viewer!.orgId;
+  await rejectPersonalOrg(db, orgId, "custom roles");
+  const keyed = roleKeyFromName(input.name);
+  if (!keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
+  const permissions = permissionsOrThrow(input.permissions);
+  try {
+    return await db.prisma.role.create({
+      data: {
+        orgId,
+        key: keyed.key,
+        name: keyed.name,
+        description: input.description ?? "",
+        permissions: { create: permissions.map((p) => ({ ...p })) },
+      },
+    });
+  } catch (error) {
+    if (uniqueViolation(error)) throw new ConflictError(`A role with key ${keyed.key} already exists.`);
+    throw error;
+  }
+}
+
+/** The key is derived at creation and immutable: a rename keeps it (seed 004, Custom roles). */
+export async function updateRole(
+  { db, authz, events }: RoleDeps,
+  input: { id: string; name?: string | null; description?: string | null; permissions?: PermissionInput[] | null },
+) {
+  await authz.require(ROLE("update"));
+  const orgId = authz.viewer!.orgId;
+  const role = await findRole(db, orgId, input.id);
+  if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be edited.`);
+  let name = role.name;
+  if (input.name != null) {
+    const keyed = roleKeyFromName(input.name);
+    if (!keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
+    name = keyed.name;
+  }
+  const permissions = input.permissions ? permissionsOrThrow(input.permissions) : null;
+  const updated = await db.prisma.$transaction(async (tx) => {
+    if (permissions) {
+      await tx.rolePermission.deleteMany({ where: { roleId: role.id } });
+      await tx.rolePermission.createMany({ data: permissions.map((p) => ({ roleId: role.id, ...p })) });
+    }
+    return tx.role.update({
+      where: { id: role.id },
+      data: { name, description: input.description ?? undefined, updatedAt: new Date() },
+    });
+  });
+  if (permissions) announceAuthzChange(events, orgId, "role_updated");
+  return updated;
+}
+
+export type ReleaseReservationsOfRole = (
+  tx: Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0],
+  roleId: string,
+  releasedById: string,
+) => Promise<unknown>;
+
+/**
+ * Deleting a custom role cascades through every direct assignment and binding attachment
+ * (seed 004) and releases every reservation it holds, with the deleting admin recorded as
+ * the releaser (seed 000, Releasing). A binding left with no role is deleted with it.
+ */
+export async function deleteRole(
+  { db, authz, events }: RoleDeps,
+  id: string,
+  releaseReservationsOfRole: ReleaseReservationsOfRole,
+) {
+  await authz.require(ROLE("delete"));
+  const orgId = authz.viewer!.orgId;
+  const role = await findRole(db, orgId, id);
+  if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
+  const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
+    const held = await tx.reservation.findMany({ where: { holderRoleId: role.id, releasedAt: null }, select: { workspaceId: true } });
+    await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    await tx.roleAssignment.deleteMany({ where: { roleId: role.id } });
+    const attachments = await tx.identityGroupBindingRole.findMany({ where: { roleId: role.id } });
+    await tx.identityGroupBindingRole.deleteMany({ where: { roleId: role.id } });
+    const bindingIds = [...new Set(attachments.map((a) => a.bindingId))];
+    if (bindingIds.length) {
+      await tx.identityGroupBinding.deleteMany({ where: { id: { in: bindingIds }, roles: { none: {} } } });
+    }
+    await tx.policyApprover.deleteMany({ where: { roleId: role.id } });
+    await tx.rolePermission.deleteMany({ where: { roleId: role.id } });
+    const deleted = await tx.role.update({
+      where: { id: role.id },
+      // The key is freed for a new role; the row stays so released reservations name it.
+      data: { deletedAt: new Date(), key: `${role.key}~deleted~${role.id.slice(0, 8)}` },
+    });
+    return { deleted, workspaceIds: [...new Set(held.map((r) => r.workspaceId))] };
+  });
+  announceAuthzChange(events, orgId, "role_deleted");
+  if (workspaceIds.length) events.publish("gate:changed", { orgId, workspaceIds, reason: "role_deleted" });
+  return deleted;
+}
+
+async function requireMemberUser(db: Database, orgId: string, userId: string) {
+  const membership = await db.prisma.membership.findUnique({ where: { orgId_userId: { orgId, userId } } });
+  if (!membership) throw new NotFoundError("Member", userId);
+  return membership;
+}
+
+/** Direct user-role assignments are single-role: assigning replaces the user's role. */
+export async function assignRole({ db, authz, events }: RoleDeps, input: { userId: string; roleId: string }) {
+  await authz.require(ROLE("assign"));
+  const orgId = authz.viewer!.orgId;
+  await rejectPersonalOrg(db, orgId, "manual role assignments");
+  await requireMemberUser(db, orgId, input.userId);
+  const role = await findRole(db, orgId, input.roleId);
+  const assignment = await db.prisma.roleAssignment.upsert({
+    where: { orgId_userId: { orgId, userId: input.userId } },
+    create: { orgId, userId: input.userId, roleId: role.id },
+    update: { roleId: role.id },
+  });
+  announceAuthzChange(events, orgId, "role_assigned");
+  return assignment;
+}
+
+export async function unassignRole({ db, authz, events }: RoleDeps, userId: string) {
+  await authz.require(ROLE("assign"));
+  const orgId = authz.viewer!.orgId;
+  await requireMemberUser(db, orgId, userId);
+  const { count } = await db.prisma.roleAssignment.deleteMany({ where: { orgId, userId } });
+  if (count) announceAuthzChange(events, orgId, "role_unassigned");
+  return count > 0;
+}
+
+export function rolesPerBindingOrThrow(roleIds: string[]) {
+  const unique = [...new Set(roleIds)];
+  if (unique.length < 1 || unique.length > MAX_ROLES_PER_BINDING) {
+    throw ValidationError.field(
+      "input.roleIds",
+      unique.length < 1 ? "too_few_roles" : "too_many_roles",
+      `A binding attaches between 1 and ${MAX_ROLES_PER_BINDING} roles.`,
+    );
+  }
+  return unique;
+}
+
+export { rejectPersonalOrg };
