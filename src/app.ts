@@ -7,7 +7,7 @@ import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
-import type { GraphQLError } from "graphql";
+import { GraphQLError } from "graphql";
 import { authenticate } from "./auth/authenticate.js";
 import { bearerFrom } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
@@ -65,7 +65,15 @@ export function createApp(deps: AppDeps) {
     maskedErrors: {
       maskError(error, message, isDev) {
         const original = (error as GraphQLError).originalError;
-        if (original instanceof AppError) return error as Error;
+        if (original instanceof AppError) {
+          // Expected failures outside a result union (queries, subscriptions) keep their code.
+          const e = error as GraphQLError;
+          return new GraphQLError(original.message, {
+            nodes: e.nodes,
+            path: e.path,
+            extensions: { ...e.extensions, code: original.code, ...("missing" in original ? { missing: original.missing } : {}) },
+          });
+        }
         if ((error as GraphQLError).extensions?.code) return error as Error;
         const errorId = randomUUID();
         logger.error({ err: original ?? error, errorId }, "unexpected error");

@@ -198,7 +198,8 @@ describe("compilePrincipal", () => {
     );
   });
 
-  it("a check for a cached principal costs well under 50 µs", () => {
+  // Its speed (< 50 µs for a cached principal) is measured in `npm run bench`, not here.
+  it("a compiled principal with ~90 grants decides a mixed stream of checks correctly", () => {
     const grants = [
       // Every focused system role except those with an untargeted (stack, deploy).
       ...SYSTEM_ROLES.filter((r) => !["admin", "stack-admin", "stack-triggerer"].includes(r.key)).flatMap((r) => r.permissions),
@@ -212,13 +213,9 @@ describe("compilePrincipal", () => {
       { resourceType: "workspace", action: "approve", matchValue: "payments", groups: ["a", "b", "env-9"] },
       { resourceType: "stack", action: "read", matchValue: null, groups: null },
     ];
-    const n = 200_000;
+    const n = 2_000;
     let allowed = 0;
-    const start = performance.now();
     for (let i = 0; i < n; i++) if (checkPermission(compiled, targets[i % targets.length] as Target).allowed) allowed++;
-    const perCheckMicros = ((performance.now() - start) * 1000) / n;
     expect(allowed).toBe(n * 0.75); // all but "nobody-matches-this"
-    expect(perCheckMicros).toBeLessThan(50);
-    console.info(`checkPermission: ${perCheckMicros.toFixed(3)} µs per check (${grants.length} grants)`);
   });
 });

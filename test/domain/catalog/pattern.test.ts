@@ -231,7 +231,8 @@ describe("likeMatches (PostgreSQL LIKE … ESCAPE '\\')", () => {
     const value = "a".repeat(200);
     const start = performance.now();
     expect(likeMatches(value, pattern)).toBe(false);
-    expect(performance.now() - start).toBeLessThan(200);
+    // A ReDoS guard, not a speed goal: a backtracking matcher would take years here.
+    expect(performance.now() - start).toBeLessThan(5_000);
   });
 
   it("keeps its compiled-pattern cache bounded", () => {
