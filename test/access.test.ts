@@ -59,7 +59,7 @@ describe("custom roles (seed 004)", () => {
     await t.gql(`mutation($u: ID!, $r: ID!) { assignRole(userId: $u, roleId: $r) { __typename } }`, { u: m.userId, r: role.id }, org.adminToken);
     // Without (role, read) the role picker is closed to this member.
     const roles = await t.gql(`{ roles { key } }`, {}, m.token);
-    expect(roles.errors[0].message).toBe("Missing permission (role, read)");
+    expect(roles.errors![0].message).toBe("Missing permission (role, read)");
   });
 
   it("system roles cannot be edited or deleted", async () => {
@@ -184,7 +184,7 @@ describe("tokens", () => {
     expect((await t.gql(`{ viewer { id } }`, {}, token)).data.viewer.id).toBe(botId);
     await t.gql(`mutation($id: ID!) { revokeApiToken(id: $id) { __typename } }`, { id: apiToken.id }, org.adminToken);
     const after = await t.gql(`{ viewer { id } }`, {}, token);
-    expect(after.errors[0].extensions.code).toBe("UNAUTHENTICATED");
+    expect(after.errors![0].extensions.code).toBe("UNAUTHENTICATED");
   });
 });
 
