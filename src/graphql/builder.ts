@@ -7,11 +7,18 @@ import { GraphQLError } from "graphql";
 import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
 import type { Context } from "./context.js";
+import type { Target } from "../domain/catalog/index.js";
 
 export const builder = new SchemaBuilder<{
   Context: Context;
   PrismaTypes: PrismaTypes;
-  AuthScopes: { authenticated: boolean };
+  AuthScopes: {
+    authenticated: boolean;
+    /** An active member of a live organization. */
+    member: boolean;
+    /** The caller holds this permission tuple (field-level checks on an object's parent). */
+    permission: Target;
+  };
   DefaultFieldNullability: false;
   Scalars: {
     DateTime: { Input: Date; Output: Date | string };
@@ -21,7 +28,11 @@ export const builder = new SchemaBuilder<{
   plugins: [ScopeAuthPlugin, ErrorsPlugin, PrismaPlugin, RelayPlugin],
   defaultFieldNullability: false,
   scopeAuth: {
-    authScopes: (ctx) => ({ authenticated: ctx.viewer !== null }),
+    authScopes: (ctx) => ({
+      authenticated: ctx.viewer !== null,
+      member: async () => ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false)),
+      permission: (target) => ctx.authz.can(target),
+    }),
     unauthorizedError: () =>
       new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", {
         extensions: { code: "UNAUTHENTICATED" },

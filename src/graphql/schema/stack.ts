@@ -43,11 +43,20 @@ export const StackRef = builder.prismaObject("Stack", {
     outputs: t.field({
       type: [StackOutputRef],
       description:
-        "Masked under (stack, read): sensitive values are null. Unmasked under (stack, read_data) (seed 004, read_data).",
+        "Masked under (stack, read): sensitive values are null. Unmasked when the caller also holds (stack, read_data).",
       resolve: async (stack, _args, ctx) => {
         const unmasked = await ctx.authz.can(stackTarget(stack, "read_data"));
         return outputsOf(stack.outputs).map((o) => ({ ...o, masked: o.sensitive && !unmasked }));
       },
+    }),
+    unmaskedOutputs: t.field({
+      type: [StackOutputRef],
+      nullable: true,
+      description: "Every output with its value; null unless the caller holds (stack, read_data) (seed 004, read_data).",
+      // Field-level authorization: more sensitive than the object it sits on.
+      authScopes: (stack) => ({ permission: stackTarget(stack, "read_data") }),
+      unauthorizedResolver: () => null,
+      resolve: (stack) => outputsOf(stack.outputs).map((o) => ({ ...o, masked: false })),
     }),
   }),
 });
