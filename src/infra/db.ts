@@ -20,6 +20,8 @@ export interface Database {
   kind: "postgres" | "pglite";
   prisma: PrismaClient;
   sql: SqlRunner;
+  /** SQL statements sent so far on this database (Prisma's and raw): how tests prove no N+1. */
+  statementCount(): number;
   close(): Promise<void>;
 }
 
@@ -56,12 +58,21 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
     // Each test file runs in its own schema; search_path puts Prisma and raw SQL there.
     options: schema ? `-c search_path=${schema}` : undefined,
   });
+  let statements = 0;
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return query(...args);
+    };
+  });
   if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined) });
   return {
     kind: "postgres",
     prisma,
     sql: pgRunner(pool),
+    statementCount: () => statements,
     async close() {
       await prisma.$disconnect();
       await pool.end().catch(() => {});
@@ -90,6 +101,7 @@ export async function openPglite(dataDir: string): Promise<Database> {
     kind: "pglite",
     prisma,
     sql: runner,
+    statementCount: () => 0,
     async close() {
       await prisma.$disconnect();
       await pglite.close();

@@ -580,6 +580,9 @@ ALTER TABLE "role_assignments" ADD CONSTRAINT "role_assignments_userId_fkey" FOR
 ALTER TABLE "role_assignments" ADD CONSTRAINT "role_assignments_roleId_fkey" FOREIGN KEY ("roleId") REFERENCES "roles"("id") ON DELETE CASCADE ON UPDATE CASCADE;
 
 -- AddForeignKey
+ALTER TABLE "role_assignments" ADD CONSTRAINT "role_assignments_orgId_userId_fkey" FOREIGN KEY ("orgId", "userId") REFERENCES "memberships"("orgId", "userId") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
 ALTER TABLE "identity_sources" ADD CONSTRAINT "identity_sources_orgId_fkey" FOREIGN KEY ("orgId") REFERENCES "organizations"("id") ON DELETE RESTRICT ON UPDATE CASCADE;
 
 -- AddForeignKey

@@ -22,7 +22,7 @@ import {
   setSuperAdmin,
 } from "../../services/members.js";
 import { releaseReservationsOfRole } from "../../services/reservations.js";
-import { MembershipRef, OrganizationRef } from "./organization.js";
+import { MembershipRef, OrganizationRef, UserRef } from "./organization.js";
 import type { ApiToken } from "../../generated/prisma/client.js";
 
 const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
@@ -50,15 +50,14 @@ export const RoleRef = builder.prismaObject("Role", {
     system: t.exposeBoolean("system"),
     deleted: t.boolean({ resolve: (r) => r.deletedAt !== null }),
     permissions: t.relation("permissions"),
-    directMembers: t.prismaField({
-      type: ["User"],
+    directMembers: t.field({
+      type: [UserRef],
       description: "Members holding this role by direct assignment in the caller's org.",
-      resolve: (query, role, _args, ctx) =>
-        ctx.db.prisma.user.findMany({
-          ...query,
-          where: { roleAssignments: { some: { roleId: role.id, orgId: orgOf(ctx) } } },
-          orderBy: { name: "asc" },
-        }),
+      // Loaded with the roles themselves (one query for the whole list, no N+1).
+      select: (_args, ctx) => ({
+        assignments: { where: { orgId: orgOf(ctx) }, include: { user: true }, orderBy: { user: { name: "asc" } } },
+      }),
+      resolve: (role) => role.assignments.map((a) => a.user),
     }),
   }),
 });
@@ -78,10 +77,10 @@ builder.prismaObject("IdentityGroupBinding", {
     id: t.exposeID("id"),
     groupKey: t.exposeString("groupKey"),
     identitySource: t.relation("identitySource"),
-    roles: t.prismaField({
-      type: ["Role"],
-      resolve: (query, binding, _args, ctx) =>
-        ctx.db.prisma.role.findMany({ ...query, where: { bindingRoles: { some: { bindingId: binding.id } } }, orderBy: { key: "asc" } }),
+    roles: t.field({
+      type: [RoleRef],
+      select: { roles: { include: { role: true }, orderBy: { role: { key: "asc" } } } },
+      resolve: (binding) => binding.roles.map((r) => r.role),
     }),
   }),
 });
@@ -108,14 +107,12 @@ const CreatedTokenRef = builder.objectRef<{ token: string; apiToken: ApiToken }>
   });
 
 builder.prismaObjectField("Membership", "role", (t) =>
-  t.prismaField({
-    type: "Role",
+  t.field({
+    type: RoleRef,
     nullable: true,
     description: "The member's single direct role.",
-    resolve: async (query, m, _args, ctx) => {
-      const a = await ctx.db.prisma.roleAssignment.findUnique({ where: { orgId_userId: { orgId: m.orgId, userId: m.userId } } });
-      return a ? ctx.db.prisma.role.findUnique({ ...query, where: { id: a.roleId } }) : null;
-    },
+    select: { roleAssignment: { include: { role: true } } },
+    resolve: (m) => m.roleAssignment?.role ?? null,
   }),
 );
 
