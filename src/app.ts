@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { createYoga, maskError, type YogaInitialContext } from "graphql-yoga";
+import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
@@ -82,6 +82,22 @@ export function createApp(deps: AppDeps) {
       },
     },
     plugins: [
+      <Plugin<Context>>{
+        // One structured line per operation, carrying the request id its context logger has.
+        onExecute({ args }) {
+          const started = performance.now();
+          const ctx = args.contextValue as Context;
+          return {
+            onExecuteDone({ result }) {
+              const errors = "errors" in result && Array.isArray(result.errors) ? result.errors.length : 0;
+              ctx.logger.info(
+                { operation: args.operationName ?? null, durationMs: Math.round((performance.now() - started) * 10) / 10, errors },
+                "graphql operation",
+              );
+            },
+          };
+        },
+      },
       maxDepthPlugin({ n: OPERATION_LIMITS.maxDepth, ignoreIntrospection: true, flattenFragments: true }),
       maxAliasesPlugin({ n: OPERATION_LIMITS.maxAliases }),
       maxTokensPlugin({ n: OPERATION_LIMITS.maxTokens }),
