@@ -1,0 +1,634 @@
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { z } from "zod";
+import { claimsMatch, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
+import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "./canonical.js";
+import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
+import {
+  APPROVAL_REQUIRED_HTTP_STATUS,
+  APPROVAL_STREAM,
+  approvalRequiredJsonRpc,
+  encodeTicket,
+  newApprovalTicket,
+  NOT_READY_HTTP_STATUS,
+  NOT_READY_JSONRPC_CODE,
+  NOT_READY_RETRY_AFTER_SECONDS,
+  notReadyHttp,
+  notReadyJsonRpc,
+} from "./errors.js";
+import { hashVirtualKey } from "./keys.js";
+import type { GatewayKey, GatewayStore, HeldInvocation } from "./store.js";
+
+/**
+ * The gateway's half of held tool calls (seed 003), as a library: a tool gateway embeds it,
+ * hands it each `tools/call`, and mounts its resume handler. Countersign mounts it too, so one
+ * process can demo the whole flow (src/approvals/runtime.ts).
+ *
+ * - `handleToolCall`: Cedar gate → execute, deny, or hold. Holding writes the ticket to the
+ *   approval stream and awaits the write BEFORE committing the held record; a failed write
+ *   holds nothing and answers not_ready. The agent-side re-issue (the two approval headers)
+ *   counts as approved only when the token verifies and every bound claim matches.
+ * - `resume`: the service-authenticated `POST /internal/v1/approvals/resume`.
+ */
+
+// ─── wiring ───────────────────────────────────────────────────────────────────────────────────
+
+/** One call the gateway runs against a provider. */
+export type ExecuteCall = {
+  approvalId: string | null;
+  invocationId: string;
+  workspaceId: string;
+  virtualKeyId: string;
+  connectionId: string;
+  provider: string;
+  /** The concrete tool, e.g. `github.delete_repo`. */
+  tool: string;
+  /** The name the agent called, e.g. `github.delete_repo` routed through the `github` connection. */
+  logicalTool: string;
+  arguments: Record<string, unknown>;
+  idempotencyKey: string;
+};
+
+export type ToolExecutor = (call: ExecuteCall) => Promise<unknown>;
+
+/** The subset of ioredis the gateway needs: it only ever appends to the stream. */
+export type ApprovalStreamWriter = { xadd(key: string, id: string, ...fieldsAndValues: string[]): Promise<string | null> };
+
+export type GatewayLogger = {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+};
+
+export type GatewayOptions = {
+  store: GatewayStore;
+  /** An ioredis client (or anything with `xadd`) for the private approval stream. */
+  stream: ApprovalStreamWriter;
+  /** Default `stream:approvals`. */
+  streamKey?: string;
+  /** How long a ticket write may take before the call stops as not_ready. Default 2 s. */
+  streamWriteTimeoutMs?: number;
+  gate: CedarGate;
+  /** The HS256 secret control mints approval tokens with. */
+  approvalSecret: string | Uint8Array;
+  /** Default `obol-control`. */
+  tokenIssuer?: string;
+  /** Default `obol-gateway`. */
+  tokenAudience?: string;
+  /** Put into approval_required as `inbox_url`; `{approval_id}` is replaced by the id. */
+  inboxUrl?: string | undefined;
+  /** The bearer token control presents to resume. Without one, resume answers 404. */
+  serviceToken?: string | undefined;
+  executor: ToolExecutor;
+  /** Whether a concrete tool is destructive. Default: `isDestructiveByName`. */
+  isDestructive?: (tool: string) => boolean;
+  now?: () => Date;
+  logger?: GatewayLogger;
+};
+
+export type ToolCallInput = {
+  /** The Authorization header: `Bearer <virtual key>`. */
+  authorization: string | null | undefined;
+  /** `x-obol-approval-id` */
+  approvalId?: string | null | undefined;
+  /** `x-obol-approval-token` */
+  approvalToken?: string | null | undefined;
+  /** `Idempotency-Key`, when the agent sends one. */
+  idempotencyKey?: string | null | undefined;
+  /** The JSON-RPC request. */
+  body: unknown;
+};
+
+export type GatewayResponse = { status: number; headers: Record<string, string>; body: unknown };
+
+export type ToolCallOutcome =
+  | { kind: "executed"; replayed: boolean; approvalId: string | null; invocationId: string }
+  | { kind: "execution_failed"; approvalId: string | null }
+  | { kind: "approval_required"; approvalId: string; reused: boolean }
+  | { kind: "denied"; reason: string }
+  | { kind: "not_ready"; reason: string }
+  | { kind: "rejected"; reason: string };
+
+export type ResumeOutcome =
+  | { kind: "executed"; replayed: boolean }
+  | { kind: "execution_failed" }
+  | { kind: "not_ready"; reason: string }
+  | { kind: "refused"; error: string };
+
+export const APPROVAL_ID_HEADER = "x-obol-approval-id";
+export const APPROVAL_TOKEN_HEADER = "x-obol-approval-token";
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const RESUME_PATH = "/internal/v1/approvals/resume";
+
+/** JSON-RPC codes beside approval_required (-32003) and not_ready (-32004). */
+export const GATEWAY_JSONRPC = {
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  invalidParams: -32602,
+  unauthorized: -32001,
+  denied: -32002,
+  executionFailed: -32005,
+  executionInProgress: -32006,
+} as const;
+
+const DESTRUCTIVE_VERBS = new Set([
+  "delete", "destroy", "drop", "remove", "purge", "terminate", "revoke", "refund",
+  "transfer", "truncate", "wipe", "erase", "reset", "force",
+]);
+
+/**
+ * The default classifier: a concrete tool is destructive when a word of its operation
+ * (`github.delete_repo` → `delete`, `repo`) is a destructive verb. Gateways with a tool catalog
+ * pass their own `isDestructive`.
+ */
+export function isDestructiveByName(tool: string): boolean {
+  const operation = tool.slice(tool.indexOf(".") + 1);
+  return operation.split(/[._-]+/).some((word) => DESTRUCTIVE_VERBS.has(word.toLowerCase()));
+}
+
+// ─── the gateway ──────────────────────────────────────────────────────────────────────────────
+
+export type Gateway = {
+  handleToolCall(input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }>;
+  resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }>;
+  readonly streamKey: string;
+};
+
+const toolCallSchema = z.object({
+  jsonrpc: z.literal("2.0"),
+  id: z.union([z.string(), z.number(), z.null()]).optional(),
+  method: z.string(),
+  params: z.unknown().optional(),
+});
+
+const toolCallParams = z.object({
+  name: z.string().min(1).max(256).regex(/^\S+$/, "a tool name has no whitespace"),
+  arguments: z.custom<Record<string, unknown>>(isPlainObject, "arguments must be a JSON object").optional(),
+  _meta: z.record(z.string(), z.unknown()).optional(),
+});
+
+const idempotencyKeySchema = z.string().min(1).max(255).regex(/^[\x21-\x7e]+$/);
+const idSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/);
+
+/** The resume request body (snake_case, like every field gateway and control exchange). */
+export const resumeBodySchema = z.strictObject({
+  approval_id: idSchema,
+  workspace_id: idSchema,
+  virtual_key_id: idSchema,
+  /** sha256 hex of the virtual key: the plaintext is never reconstructed. */
+  key_hash: z.string().regex(/^[0-9a-f]{64}$/),
+  connection_id: idSchema,
+  tool: z.string().min(1).max(256),
+  logical_tool: z.string().min(1).max(256).nullable().optional(),
+  invocation_id: idSchema,
+  arguments: z.custom<Record<string, unknown>>(isPlainObject, "arguments must be a JSON object"),
+  idempotency_key: idempotencyKeySchema,
+  token: z.string().min(1).max(4096),
+});
+
+export type ResumeBody = z.infer<typeof resumeBodySchema>;
+
+export function createGateway(options: GatewayOptions): Gateway {
+  const store = options.store;
+  const streamKey = options.streamKey ?? APPROVAL_STREAM;
+  const writeTimeoutMs = options.streamWriteTimeoutMs ?? 2_000;
+  const now = options.now ?? (() => new Date());
+  const isDestructive = options.isDestructive ?? isDestructiveByName;
+  const tokenOptions = {
+    ...(options.tokenIssuer ? { issuer: options.tokenIssuer } : {}),
+    ...(options.tokenAudience ? { audience: options.tokenAudience } : {}),
+  };
+  const log: GatewayLogger = options.logger ?? { info() {}, warn() {}, error() {} };
+  const serviceTokenDigest = options.serviceToken ? digest(options.serviceToken) : null;
+
+  function gateRequest(key: GatewayKey, route: { connectionId: string; tool: string }, logicalTool: string, approved: boolean) {
+    return {
+      principal: { type: "VirtualKey", id: key.id },
+      action: { type: "Action", id: "tools/call" },
+      resource: { type: "Tool", id: route.tool },
+      context: { workspace_id: key.workspaceId, connection_id: route.connectionId, logical_tool: logicalTool },
+      destructive: isDestructive(route.tool),
+      environment: key.workspace.environment,
+      alreadyApproved: approved,
+    };
+  }
+
+  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
+    try {
+      return options.gate.decide(request);
+    } catch (error) {
+      // A request Cedar cannot evaluate never authorizes anything.
+      if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
+      throw error;
+    }
+  }
+
+  /**
+   * Runs a held call once per (key, idempotency key). The first caller inserts the execution
+   * row and executes; every later caller — another resume, an agent re-issue, a retry after a
+   * lost response — replays the stored outcome.
+   */
+  async function executeHeld(
+    held: HeldInvocation,
+    provider: string,
+    args: Record<string, unknown>,
+  ): Promise<{ ok: true; replayed: boolean; result: unknown } | { ok: false; inProgress: boolean; error: string }> {
+    const claim = await store.claimExecution({
+      virtualKeyId: held.virtualKeyId,
+      idempotencyKey: held.idempotencyKey,
+      approvalId: held.approvalId,
+      invocationId: held.invocationId,
+    });
+    if (!claim.claimed) {
+      const existing = claim.existing;
+      if (existing.state === "Executed") return { ok: true, replayed: true, result: existing.result };
+      if (existing.state === "Failed") return { ok: false, inProgress: false, error: existing.error ?? "execution failed" };
+      return { ok: false, inProgress: true, error: "execution_in_progress" };
+    }
+    await store.setHeldState(held.approvalId, "Executing");
+    const call: ExecuteCall = {
+      approvalId: held.approvalId,
+      invocationId: held.invocationId,
+      workspaceId: held.workspaceId,
+      virtualKeyId: held.virtualKeyId,
+      connectionId: held.connectionId,
+      provider,
+      tool: held.tool,
+      logicalTool: held.logicalTool ?? held.tool,
+      arguments: args,
+      idempotencyKey: held.idempotencyKey,
+    };
+    let result: unknown;
+    try {
+      result = await options.executor(call);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      await store.finishExecution(held, { state: "Failed", error: message });
+      await store.setHeldState(held.approvalId, "Failed");
+      log.warn({ approvalId: held.approvalId, invocationId: held.invocationId, err: message }, "held call failed at the provider");
+      return { ok: false, inProgress: false, error: message };
+    }
+    const stored = toJsonValue(result);
+    await store.finishExecution(held, { state: "Executed", result: stored });
+    await store.setHeldState(held.approvalId, "Executed", stored);
+    log.info({ approvalId: held.approvalId, invocationId: held.invocationId, tool: held.tool }, "held call executed");
+    return { ok: true, replayed: false, result: stored };
+  }
+
+  /** Writes the ticket, awaits the write, then commits the held record (seed: "What the agent sees"). */
+  async function hold(
+    key: GatewayKey,
+    route: { connectionId: string; tool: string },
+    logicalTool: string,
+    args: Record<string, unknown>,
+    idempotencyKey: string,
+    rpcId: RpcId,
+    amountUsd: number | undefined,
+  ): Promise<GatewayResponse & { outcome: ToolCallOutcome }> {
+    const approvalId = `apr_${randomUUID()}`;
+    const invocationId = `inv_${randomUUID()}`;
+    const ticket = newApprovalTicket(
+      {
+        approval_id: approvalId,
+        workspace_id: key.workspaceId,
+        virtual_key_id: key.id,
+        connection_id: route.connectionId,
+        tool: route.tool,
+        ...(logicalTool !== route.tool ? { logical_tool: logicalTool } : {}),
+        environment: key.workspace.environment,
+        destructive: isDestructive(route.tool),
+        arguments: args,
+        idempotency_key: idempotencyKey,
+        ...(amountUsd !== undefined ? { amount_usd: amountUsd } : {}),
+        invocation_id: invocationId,
+      },
+      now(),
+    );
+    try {
+      await withTimeout(options.stream.xadd(streamKey, "*", ...encodeTicket(ticket)), writeTimeoutMs);
+    } catch (error) {
+      log.warn({ approvalId, err: String(error) }, "approval stream write failed: nothing held");
+      const nr = notReadyJsonRpc("approval_stream_unavailable");
+      return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, nr.code, nr.message, nr.data, notReadyHttp("approval_stream_unavailable").headers), outcome: { kind: "not_ready", reason: "approval_stream_unavailable" } };
+    }
+    try {
+      await store.createHeld({
+        approvalId,
+        workspaceId: key.workspaceId,
+        virtualKeyId: key.id,
+        connectionId: route.connectionId,
+        tool: route.tool,
+        logicalTool: logicalTool !== route.tool ? logicalTool : null,
+        invocationId,
+        argumentHash: ticket.argument_hash,
+        idempotencyKey,
+        createdAt: new Date(ticket.created_at),
+        expiresAt: new Date(ticket.expires_at),
+      });
+    } catch (error) {
+      // The ticket is on the stream but nothing is held: an orphan. Its resume answers
+      // not_ready forever, so it can never create execution authority.
+      log.error({ approvalId, err: String(error) }, "held record not committed: the ticket is an orphan");
+      const data = { error: "not_ready", reason: "hold_not_committed", retryable: true, retry_after_seconds: NOT_READY_RETRY_AFTER_SECONDS };
+      return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, NOT_READY_JSONRPC_CODE, "not_ready", data, { "Retry-After": String(NOT_READY_RETRY_AFTER_SECONDS) }), outcome: { kind: "not_ready", reason: "hold_not_committed" } };
+    }
+    return approvalRequired(rpcId, approvalId, logicalTool, ticket.expires_at, false);
+  }
+
+  function approvalRequired(rpcId: RpcId, approvalId: string, tool: string, expiresAt: Date | string, reused: boolean) {
+    const inboxUrl = options.inboxUrl?.replaceAll("{approval_id}", encodeURIComponent(approvalId));
+    const err = approvalRequiredJsonRpc({ approvalId, tool, expiresAt, inboxUrl });
+    return { ...rpcError(rpcId, APPROVAL_REQUIRED_HTTP_STATUS, err.code, err.message, err.data), outcome: { kind: "approval_required" as const, approvalId, reused } };
+  }
+
+  async function handleToolCall(input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }> {
+    const envelope = toolCallSchema.safeParse(input.body);
+    if (!envelope.success) return rejected(null, 400, GATEWAY_JSONRPC.invalidRequest, "invalid_request", "not a JSON-RPC 2.0 request");
+    const rpcId: RpcId = envelope.data.id ?? null;
+    if (envelope.data.method !== "tools/call") return rejected(rpcId, 400, GATEWAY_JSONRPC.methodNotFound, "method_not_found", "only tools/call is served");
+    const params = toolCallParams.safeParse(envelope.data.params ?? {});
+    if (!params.success) return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", z.prettifyError(params.error));
+    const logicalTool = params.data.name;
+    const args = params.data.arguments ?? {};
+
+    const plaintext = bearer(input.authorization);
+    const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
+    if (!key || key.revoked || key.workspace.archived) return rejected(rpcId, 401, GATEWAY_JSONRPC.unauthorized, "unauthorized", "send a live virtual key as `Authorization: Bearer <key>`");
+
+    const route = await store.resolveRoute(key.workspaceId, logicalTool);
+    if (!route) return rejected(rpcId, 404, GATEWAY_JSONRPC.invalidParams, "unknown_tool", `no connection of this workspace serves ${logicalTool}`);
+    if (!route.active) return denied(rpcId, "connection_inactive", []);
+
+    let hash: string;
+    try {
+      hash = argumentHash(args);
+    } catch (error) {
+      if (error instanceof CanonicalJsonError) return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", error.message);
+      throw error;
+    }
+    const explicitKey = input.idempotencyKey ?? (typeof params.data._meta?.["idempotency_key"] === "string" ? (params.data._meta["idempotency_key"] as string) : null);
+    if (explicitKey !== null && !idempotencyKeySchema.safeParse(explicitKey).success) {
+      return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", "an idempotency key is 1-255 printable ASCII characters");
+    }
+    const idempotencyKey = explicitKey ?? derivedIdempotencyKey(key, logicalTool, hash);
+    const amount = params.data._meta?.["amount_usd"];
+    const amountUsd = typeof amount === "number" && Number.isFinite(amount) && amount >= 0 ? amount : undefined;
+
+    // The agent-side re-issue: approved only when the token verifies and EVERY bound claim
+    // matches the live call, and the exact held record still pins this connection. Anything
+    // else is approved = false, and the gate issues a new ticket.
+    const presented = Boolean(input.approvalId || input.approvalToken);
+    let approvedHeld: HeldInvocation | null = null;
+    let orphanApproval = false;
+    if (input.approvalId && input.approvalToken) {
+      const live: ApprovalTokenClaims = {
+        approvalId: input.approvalId,
+        workspaceId: key.workspaceId,
+        keyId: key.id,
+        tool: route.tool,
+        argumentHash: hash,
+        idempotencyKey,
+      };
+      const verified = await verifyApprovalToken(options.approvalSecret, input.approvalToken, { ...tokenOptions, now: now() });
+      const matched = verified.ok ? claimsMatch(verified.claims, live) : null;
+      if (!verified.ok) {
+        log.warn({ approvalId: input.approvalId, reason: verified.reason }, "approval token did not verify: approved = false");
+      } else if (matched && !matched.ok) {
+        log.warn({ approvalId: input.approvalId, mismatched: matched.mismatched }, "approval token claims do not match the call: approved = false");
+      } else {
+        const held = await store.findHeld(input.approvalId);
+        if (!held) orphanApproval = true;
+        else if (heldMatchesLive(held, key, route, logicalTool, hash, idempotencyKey)) approvedHeld = held;
+        else log.warn({ approvalId: input.approvalId }, "held record does not pin this call: approved = false");
+      }
+    }
+    if (orphanApproval) {
+      const nr = notReadyJsonRpc("held_record_missing");
+      return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, nr.code, nr.message, nr.data, notReadyHttp("held_record_missing").headers), outcome: { kind: "not_ready", reason: "held_record_missing" } };
+    }
+
+    const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null));
+    if (decision.decision === "deny") return denied(rpcId, decision.reason, decision.policyIds);
+    if (decision.decision === "approval_required") {
+      // A plain retry of a call that is already held gets the same ticket back; a call that
+      // presented approval headers that did not hold up gets a new one (seed: "re-issues a ticket").
+      if (!presented) {
+        const awaiting = await store.findAwaiting(key.id, idempotencyKey, hash, now());
+        if (awaiting && awaiting.connectionId === route.connectionId && awaiting.tool === route.tool) {
+          return approvalRequired(rpcId, awaiting.approvalId, logicalTool, awaiting.expiresAt, true);
+        }
+      }
+      return hold(key, route, logicalTool, args, idempotencyKey, rpcId, amountUsd);
+    }
+
+    if (approvedHeld) {
+      if (now().getTime() >= approvedHeld.expiresAt.getTime()) return denied(rpcId, "approval_expired", []);
+      const outcome = await executeHeld(approvedHeld, route.provider, args);
+      return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
+    }
+    // Allowed outright (not held): execute directly.
+    const invocationId = `inv_${randomUUID()}`;
+    try {
+      const result = await options.executor({
+        approvalId: null,
+        invocationId,
+        workspaceId: key.workspaceId,
+        virtualKeyId: key.id,
+        connectionId: route.connectionId,
+        provider: route.provider,
+        tool: route.tool,
+        logicalTool,
+        arguments: args,
+        idempotencyKey,
+      });
+      return { ...rpcResult(rpcId, toJsonValue(result), { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return { ...rpcError(rpcId, 502, GATEWAY_JSONRPC.executionFailed, "execution_failed", { error: "execution_failed", message }), outcome: { kind: "execution_failed", approvalId: null } };
+    }
+  }
+
+  function executionResponse(
+    rpcId: RpcId,
+    approvalId: string,
+    invocationId: string,
+    outcome: Awaited<ReturnType<typeof executeHeld>>,
+  ): GatewayResponse & { outcome: ToolCallOutcome } {
+    if (outcome.ok) {
+      return { ...rpcResult(rpcId, outcome.result, { invocation_id: invocationId, approval_id: approvalId, replayed: outcome.replayed }), outcome: { kind: "executed", replayed: outcome.replayed, approvalId, invocationId } };
+    }
+    if (outcome.inProgress) {
+      return { ...rpcError(rpcId, 409, GATEWAY_JSONRPC.executionInProgress, "execution_in_progress", { error: "execution_in_progress", retryable: true }), outcome: { kind: "not_ready", reason: "execution_in_progress" } };
+    }
+    return { ...rpcError(rpcId, 502, GATEWAY_JSONRPC.executionFailed, "execution_failed", { error: "execution_failed", message: outcome.error }), outcome: { kind: "execution_failed", approvalId } };
+  }
+
+  async function resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }> {
+    const refuse = (status: number, error: string, extra: Record<string, unknown> = {}) => ({
+      status,
+      headers: {},
+      body: { error, retryable: false, ...extra },
+      outcome: { kind: "refused" as const, error },
+    });
+    if (!serviceTokenDigest) return refuse(404, "resume_disabled");
+    const presented = bearer(input.authorization);
+    if (!presented || !timingSafeEqual(digest(presented), serviceTokenDigest)) return refuse(401, "service_unauthorized");
+
+    const parsed = resumeBodySchema.safeParse(input.body);
+    if (!parsed.success) return refuse(400, "invalid_request", { issues: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) });
+    const body = parsed.data;
+
+    const verified = await verifyApprovalToken(options.approvalSecret, body.token, { ...tokenOptions, now: now() });
+    if (!verified.ok) return refuse(403, "approval_token_invalid", { reason: verified.reason });
+    let hash: string;
+    try {
+      hash = argumentHash(body.arguments);
+    } catch (error) {
+      if (error instanceof CanonicalJsonError) return refuse(400, "invalid_request", { issues: [{ path: "arguments", message: error.message }] });
+      throw error;
+    }
+    const matched = claimsMatch(verified.claims, {
+      approvalId: body.approval_id,
+      workspaceId: body.workspace_id,
+      keyId: body.virtual_key_id,
+      tool: body.tool,
+      argumentHash: hash,
+      idempotencyKey: body.idempotency_key,
+    });
+    if (!matched.ok) return refuse(403, "approval_token_mismatch", { mismatched: matched.mismatched });
+
+    // The exact durable held record: resume never creates an invocation.
+    const held = await store.findHeld(body.approval_id);
+    if (!held) {
+      const nr = notReadyHttp("held_record_missing");
+      return { status: nr.status, headers: nr.headers, body: nr.body, outcome: { kind: "not_ready", reason: "held_record_missing" } };
+    }
+    // Pinned: the original concrete tool, connection, key, invocation and idempotency identity.
+    const mismatched = (
+      [
+        ["workspace_id", held.workspaceId, body.workspace_id],
+        ["virtual_key_id", held.virtualKeyId, body.virtual_key_id],
+        ["connection_id", held.connectionId, body.connection_id],
+        ["tool", held.tool, body.tool],
+        ["logical_tool", held.logicalTool, body.logical_tool ?? null],
+        ["invocation_id", held.invocationId, body.invocation_id],
+        ["argument_hash", held.argumentHash, hash],
+        ["idempotency_key", held.idempotencyKey, body.idempotency_key],
+      ] as const
+    )
+      .filter(([, a, b]) => a !== b)
+      .map(([field]) => field);
+    if (mismatched.length > 0) return refuse(409, "held_record_mismatch", { mismatched });
+
+    // Re-apply the gateway's CURRENT key, workspace, connection and Cedar state.
+    const key = await store.findKeyByHash(body.key_hash);
+    if (!key || key.id !== held.virtualKeyId || key.workspaceId !== held.workspaceId || key.revoked) return refuse(403, "key_unavailable");
+    if (key.workspace.archived) return refuse(403, "workspace_unavailable");
+    const connection = await store.findConnection(held.connectionId);
+    if (!connection || connection.workspaceId !== held.workspaceId || !connection.active) return refuse(403, "connection_unavailable");
+    if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
+    const logicalTool = held.logicalTool ?? held.tool;
+    const decision = decide(gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true));
+    if (decision.decision !== "allow") return refuse(403, "denied", { reason: decision.decision === "deny" ? decision.reason : "approval_required", policy_ids: decision.policyIds });
+
+    const outcome = await executeHeld(held, connection.provider, body.arguments);
+    if (outcome.ok) {
+      return {
+        status: 200,
+        headers: {},
+        body: { status: "executed", approval_id: held.approvalId, invocation_id: held.invocationId, replayed: outcome.replayed, result: outcome.result },
+        outcome: { kind: "executed", replayed: outcome.replayed },
+      };
+    }
+    if (outcome.inProgress) {
+      return { status: 409, headers: { "Retry-After": "5" }, body: { error: "execution_in_progress", retryable: true }, outcome: { kind: "not_ready", reason: "execution_in_progress" } };
+    }
+    return { status: 502, headers: {}, body: { error: "execution_failed", retryable: false, message: outcome.error }, outcome: { kind: "execution_failed" } };
+  }
+
+  return { handleToolCall, resume, streamKey };
+}
+
+// ─── helpers ──────────────────────────────────────────────────────────────────────────────────
+
+type RpcId = string | number | null;
+
+function rpcError(id: RpcId, status: number, code: number, message: string, data: unknown, headers: Record<string, string> = {}): GatewayResponse {
+  return { status, headers, body: { jsonrpc: "2.0", id, error: { code, message, data } } };
+}
+
+function rpcResult(id: RpcId, value: unknown, meta: Record<string, unknown>): GatewayResponse {
+  return {
+    status: 200,
+    headers: {},
+    body: {
+      jsonrpc: "2.0",
+      id,
+      result: { content: [{ type: "text", text: JSON.stringify(value ?? null) }], structuredContent: value ?? null, isError: false, _meta: meta },
+    },
+  };
+}
+
+function rejected(id: RpcId, status: number, code: number, error: string, message: string): GatewayResponse & { outcome: ToolCallOutcome } {
+  return { ...rpcError(id, status, code, error, { error, message }), outcome: { kind: "rejected", reason: error } };
+}
+
+function denied(id: RpcId, reason: string, policyIds: string[]): GatewayResponse & { outcome: ToolCallOutcome } {
+  return { ...rpcError(id, 403, GATEWAY_JSONRPC.denied, "denied", { error: "denied", reason, policy_ids: policyIds }), outcome: { kind: "denied", reason } };
+}
+
+function heldMatchesLive(
+  held: HeldInvocation,
+  key: GatewayKey,
+  route: { connectionId: string; tool: string },
+  logicalTool: string,
+  hash: string,
+  idempotencyKey: string,
+): boolean {
+  return (
+    held.workspaceId === key.workspaceId &&
+    held.virtualKeyId === key.id &&
+    held.connectionId === route.connectionId &&
+    held.tool === route.tool &&
+    (held.logicalTool ?? held.tool) === logicalTool &&
+    held.argumentHash === hash &&
+    held.idempotencyKey === idempotencyKey
+  );
+}
+
+/**
+ * Without an explicit key, the identical call always derives the same one, so the agent's
+ * re-issue of "the identical tools/call" matches the token's bound idempotency key.
+ */
+export function derivedIdempotencyKey(key: Pick<GatewayKey, "id" | "workspaceId">, logicalTool: string, argHash: string): string {
+  return `auto-${sha256Hex(canonicalJson({ workspace: key.workspaceId, key: key.id, tool: logicalTool, argument_hash: argHash }))}`;
+}
+
+function bearer(header: string | null | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match ? match[1]! : null;
+}
+
+function digest(value: string): Buffer {
+  return createHash("sha256").update(value, "utf8").digest();
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Results are stored and replayed as JSON: drop what JSON cannot carry. */
+function toJsonValue(value: unknown): unknown {
+  if (value === undefined) return null;
+  return JSON.parse(JSON.stringify(value)) as unknown;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

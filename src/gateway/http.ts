@@ -1,0 +1,78 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER, RESUME_PATH, type Gateway, type GatewayResponse } from "./gateway.js";
+
+/**
+ * The gateway's HTTP surface, for node:http servers: `POST <toolsPath>` takes a JSON-RPC
+ * `tools/call` (MCP over plain HTTP POST), `POST /internal/v1/approvals/resume` is the
+ * service-authenticated resume. Returns false for any other path, so it composes with other
+ * routes (Countersign mounts it through services.http).
+ */
+export type GatewayHttpOptions = {
+  /** Where tools/call is served; null serves resume only. Default `/v1/mcp`. */
+  toolsPath?: string | null;
+  resumePath?: string;
+  /** Request bodies above this are refused. Default 1 MiB. */
+  maxBodyBytes?: number;
+};
+
+export type GatewayHttpHandler = (req: IncomingMessage, res: ServerResponse, url?: URL) => Promise<boolean>;
+
+export function createGatewayHttpHandler(gateway: Gateway, options: GatewayHttpOptions = {}): GatewayHttpHandler {
+  const toolsPath = options.toolsPath === undefined ? "/v1/mcp" : options.toolsPath;
+  const resumePath = options.resumePath ?? RESUME_PATH;
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+
+  return async (req, res, url = new URL(req.url ?? "/", "http://localhost")) => {
+    const isResume = url.pathname === resumePath;
+    const isTools = toolsPath !== null && url.pathname === toolsPath;
+    if (!isResume && !isTools) return false;
+    if (req.method !== "POST") {
+      send(res, { status: 405, headers: { allow: "POST" }, body: { error: "method_not_allowed" } });
+      return true;
+    }
+    const body = await readJson(req, maxBodyBytes);
+    if (!body.ok) {
+      send(res, { status: body.status, headers: {}, body: { error: body.error } });
+      return true;
+    }
+    const header = (name: string) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    const response = isResume
+      ? await gateway.resume({ authorization: header("authorization"), body: body.value })
+      : await gateway.handleToolCall({
+          authorization: header("authorization"),
+          approvalId: header(APPROVAL_ID_HEADER),
+          approvalToken: header(APPROVAL_TOKEN_HEADER),
+          idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
+          body: body.value,
+        });
+    send(res, response);
+    return true;
+  };
+}
+
+function send(res: ServerResponse, response: GatewayResponse): void {
+  res.writeHead(response.status, { "content-type": "application/json", "cache-control": "no-store", ...response.headers });
+  res.end(JSON.stringify(response.body));
+}
+
+async function readJson(
+  req: IncomingMessage,
+  limit: number,
+): Promise<{ ok: true; value: unknown } | { ok: false; status: number; error: string }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buffer = chunk as Buffer;
+    size += buffer.length;
+    if (size > limit) return { ok: false, status: 413, error: "payload_too_large" };
+    chunks.push(buffer);
+  }
+  try {
+    return { ok: true, value: JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown };
+  } catch {
+    return { ok: false, status: 400, error: "invalid_json" };
+  }
+}

@@ -1,0 +1,138 @@
+import type { PrismaClient } from "../generated/prisma/client.js";
+import type { Prisma } from "../generated/prisma/client.js";
+import type { Execution, ExecutionState, GatewayStore, HeldInvocation, HeldState } from "./store.js";
+
+/**
+ * The gateway's store on Countersign's PostgreSQL: keys, workspaces and connections are the
+ * control plane's rows (one database, read at every call), the held records and executions are
+ * the gateway's own (GatewayInvocation, GatewayExecution).
+ *
+ * Routing: a logical tool `<connection>.<operation>` is served by the workspace's connection
+ * named `<connection>`, and runs there as the concrete tool `<provider>.<operation>`.
+ */
+export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
+  return {
+    async findKeyByHash(keyHash) {
+      const key = await prisma.virtualKey.findUnique({
+        where: { keyHash },
+        include: { workspace: { select: { id: true, environment: true, archivedAt: true } } },
+      });
+      if (!key) return null;
+      return {
+        id: key.id,
+        workspaceId: key.workspaceId,
+        keyHash: key.keyHash,
+        revoked: key.revokedAt !== null,
+        workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+      };
+    },
+
+    async resolveRoute(workspaceId, logicalTool) {
+      const dot = logicalTool.indexOf(".");
+      if (dot <= 0 || dot === logicalTool.length - 1) return null;
+      const name = logicalTool.slice(0, dot);
+      const operation = logicalTool.slice(dot + 1);
+      const connection = await prisma.connection.findUnique({ where: { workspaceId_name: { workspaceId, name } } });
+      if (!connection) return null;
+      return { connectionId: connection.id, provider: connection.provider, tool: `${connection.provider}.${operation}`, active: connection.active };
+    },
+
+    async findConnection(connectionId) {
+      const c = await prisma.connection.findUnique({ where: { id: connectionId } });
+      return c ? { id: c.id, workspaceId: c.workspaceId, provider: c.provider, active: c.active } : null;
+    },
+
+    async createHeld(record) {
+      await prisma.gatewayInvocation.create({ data: { ...record, state: "AwaitingApproval" satisfies HeldState } });
+    },
+
+    async findHeld(approvalId) {
+      const row = await prisma.gatewayInvocation.findUnique({ where: { approvalId } });
+      return row ? toHeld(row) : null;
+    },
+
+    async findAwaiting(virtualKeyId, idempotencyKey, argumentHash, now) {
+      const row = await prisma.gatewayInvocation.findFirst({
+        where: { virtualKeyId, idempotencyKey, argumentHash, state: "AwaitingApproval", expiresAt: { gt: now } },
+        orderBy: { createdAt: "desc" },
+      });
+      return row ? toHeld(row) : null;
+    },
+
+    async setHeldState(approvalId, state, result) {
+      await prisma.gatewayInvocation.update({
+        where: { approvalId },
+        data: {
+          state,
+          ...(result !== undefined ? { result: result as Prisma.InputJsonValue } : {}),
+          ...(state === "Executed" ? { executedAt: new Date() } : {}),
+        },
+      });
+    },
+
+    async claimExecution(claim) {
+      // ON CONFLICT DO NOTHING: the primary key (virtualKeyId, idempotencyKey) lets exactly one in.
+      const { count } = await prisma.gatewayExecution.createMany({
+        data: [{ ...claim, state: "Executing" satisfies ExecutionState }],
+        skipDuplicates: true,
+      });
+      if (count === 1) return { claimed: true };
+      const existing = await prisma.gatewayExecution.findUniqueOrThrow({
+        where: { virtualKeyId_idempotencyKey: { virtualKeyId: claim.virtualKeyId, idempotencyKey: claim.idempotencyKey } },
+      });
+      return { claimed: false, existing: toExecution(existing) };
+    },
+
+    async finishExecution(key, outcome) {
+      await prisma.gatewayExecution.update({
+        where: { virtualKeyId_idempotencyKey: { virtualKeyId: key.virtualKeyId, idempotencyKey: key.idempotencyKey } },
+        data:
+          outcome.state === "Executed"
+            ? { state: outcome.state, result: (outcome.result ?? null) as Prisma.InputJsonValue, finishedAt: new Date() }
+            : { state: outcome.state, error: outcome.error, finishedAt: new Date() },
+      });
+    },
+  };
+}
+
+function toHeld(row: {
+  approvalId: string;
+  workspaceId: string;
+  virtualKeyId: string;
+  connectionId: string;
+  tool: string;
+  logicalTool: string | null;
+  invocationId: string;
+  argumentHash: string;
+  idempotencyKey: string;
+  state: string;
+  createdAt: Date;
+  expiresAt: Date;
+}): HeldInvocation {
+  return {
+    approvalId: row.approvalId,
+    workspaceId: row.workspaceId,
+    virtualKeyId: row.virtualKeyId,
+    connectionId: row.connectionId,
+    tool: row.tool,
+    logicalTool: row.logicalTool,
+    invocationId: row.invocationId,
+    argumentHash: row.argumentHash,
+    idempotencyKey: row.idempotencyKey,
+    state: row.state as HeldState,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+  };
+}
+
+function toExecution(row: {
+  virtualKeyId: string;
+  idempotencyKey: string;
+  approvalId: string;
+  invocationId: string;
+  state: string;
+  result: unknown;
+  error: string | null;
+}): Execution {
+  return { ...row, state: row.state as ExecutionState };
+}

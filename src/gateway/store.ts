@@ -1,0 +1,83 @@
+/**
+ * What the gateway reads and writes durably (seed 003, "What the agent sees" and "Resume").
+ * The gateway never trusts a caller for any of it: resume re-reads the held record, the key,
+ * the workspace and the connection here before it executes anything.
+ */
+
+/** The agent's virtual key as the gateway sees it: who it is, where it acts, whether it still may. */
+export type GatewayKey = {
+  id: string;
+  workspaceId: string;
+  /** sha256 hex of the plaintext key; the plaintext itself is never stored. */
+  keyHash: string;
+  revoked: boolean;
+  workspace: { id: string; environment: string; archived: boolean };
+};
+
+/** Where a logical tool name goes: one connection (provider) and the concrete tool it runs there. */
+export type GatewayRoute = {
+  connectionId: string;
+  provider: string;
+  /** The concrete tool that executes, e.g. `github.delete_repo`. */
+  tool: string;
+  active: boolean;
+};
+
+export type GatewayConnection = { id: string; workspaceId: string; provider: string; active: boolean };
+
+export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed";
+
+/** The durable held record. Raw arguments are never part of it: only their canonical hash. */
+export type HeldInvocation = {
+  approvalId: string;
+  workspaceId: string;
+  virtualKeyId: string;
+  connectionId: string;
+  tool: string;
+  logicalTool: string | null;
+  invocationId: string;
+  argumentHash: string;
+  idempotencyKey: string;
+  state: HeldState;
+  createdAt: Date;
+  expiresAt: Date;
+};
+
+export type ExecutionState = "Executing" | "Executed" | "Failed";
+
+/** Execute-once, keyed by (virtual key, idempotency key). */
+export type Execution = {
+  virtualKeyId: string;
+  idempotencyKey: string;
+  approvalId: string;
+  invocationId: string;
+  state: ExecutionState;
+  result: unknown;
+  error: string | null;
+};
+
+export interface GatewayStore {
+  findKeyByHash(keyHash: string): Promise<GatewayKey | null>;
+  /** The route a logical tool name takes in a workspace, or null when nothing serves it. */
+  resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
+  findConnection(connectionId: string): Promise<GatewayConnection | null>;
+
+  /** Commits the held record (state AwaitingApproval). Called only after the ticket is on the stream. */
+  createHeld(record: Omit<HeldInvocation, "state">): Promise<void>;
+  findHeld(approvalId: string): Promise<HeldInvocation | null>;
+  /** An unexpired AwaitingApproval record for the same key, idempotency key and arguments. */
+  findAwaiting(virtualKeyId: string, idempotencyKey: string, argumentHash: string, now: Date): Promise<HeldInvocation | null>;
+  setHeldState(approvalId: string, state: HeldState, result?: unknown): Promise<void>;
+
+  /**
+   * Inserts the execution row in state Executing, atomically: exactly one caller per
+   * (key, idempotency key) ever gets `claimed: true`; every other one gets the existing row.
+   */
+  claimExecution(
+    claim: Pick<Execution, "virtualKeyId" | "idempotencyKey" | "approvalId" | "invocationId">,
+  ): Promise<{ claimed: true } | { claimed: false; existing: Execution }>;
+  finishExecution(
+    key: Pick<Execution, "virtualKeyId" | "idempotencyKey">,
+    outcome: { state: "Executed"; result: unknown } | { state: "Failed"; error: string },
+  ): Promise<void>;
+}
