@@ -9,6 +9,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
+    setupFiles: ["test/setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Two cores: files run in parallel, each database-backed file in its own schema.

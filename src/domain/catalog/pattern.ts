@@ -137,12 +137,16 @@ function compileLike(pattern: string): LikeMatcher {
   if (malformed) return NEVER;
 
   const texts = segments.map(literalText);
-  const plain = texts.every((t) => t !== null && !LONE_SURROGATE.test(t));
+  // Checked per token: two lone surrogates from separate tokens fuse into a pair once the
+  // literal text is concatenated, so the joined text cannot tell.
+  const plain =
+    texts.every((t) => t !== null) && segments.every((seg) => seg.every((tok) => tok === ONE || !LONE_SURROGATE.test(tok)));
   const [t0, t1, t2] = texts;
-  if (segments.length === 1 && t0 != null) return (v) => v === t0;
   // Fast paths for the common shapes. Only for well-formed literals: with a lone surrogate,
-  // code-unit startsWith/endsWith would disagree with code-point matching.
+  // code-unit equality, startsWith or endsWith would disagree with code-point matching
+  // (an escaped lone low surrogate after a lone high one would fuse into a pair).
   if (plain) {
+    if (segments.length === 1 && t0 != null) return (v) => v === t0;
     if (texts.every((t) => t === "")) return ALWAYS;
     if (segments.length === 2 && t0 != null && t1 === "") return (v) => v.startsWith(t0);
     if (segments.length === 2 && t0 === "" && t1 != null) return (v) => v.endsWith(t1);
