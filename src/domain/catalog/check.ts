@@ -229,12 +229,19 @@ const VALID_PAIRS: ReadonlyMap<string, ReadonlySet<string>> = new Map(
  * membership, not a platform-wide identity, so a suspended membership suspends the flag
  * with it — an inactive super admin is denied with `inactive_membership`.
  */
+// Module level, not a closure per call: this is the hot path (see docs/benchmarks.md).
+function deny(reason: DenyReason, target: Target): CheckResult {
+  return {
+    allowed: false,
+    reason,
+    missing: { resourceType: target.resourceType, action: target.action, matchValue: target.matchValue },
+  };
+}
+
 export function checkPermission(principal: PrincipalGrants, target: Target): CheckResult {
-  const missing = { resourceType: target.resourceType, action: target.action, matchValue: target.matchValue };
-  const deny = (reason: DenyReason): CheckResult => ({ allowed: false, reason, missing });
-  if (!principal.orgExists) return deny("org_not_found");
-  if (principal.orgDeleted) return deny("org_deleted");
-  if (!principal.membershipActive) return deny("inactive_membership");
+  if (!principal.orgExists) return deny("org_not_found", target);
+  if (principal.orgDeleted) return deny("org_deleted", target);
+  if (!principal.membershipActive) return deny("inactive_membership", target);
   if (principal.isSuperAdmin) return { allowed: true, via: "super_admin" };
 
   let via: Permission | undefined;
@@ -246,7 +253,7 @@ export function checkPermission(principal: PrincipalGrants, target: Target): Che
     }
     via = principal.grants.find((g) => grantSatisfies(g, target));
   }
-  return via === undefined ? deny("no_grant") : { allowed: true, via };
+  return via === undefined ? deny("no_grant", target) : { allowed: true, via };
 }
 
 /**
