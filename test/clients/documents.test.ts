@@ -1,0 +1,51 @@
+// The operation documents are the clients' contract with the API (operations/*.graphql): every
+// one must be named, uniquely, and valid against the checked-in schema.graphql, so a schema
+// change that breaks the CLI, the dashboard or a bot fails here first. The generated typed
+// documents (src/generated/graphql/, made by `npm install` / `npm run generate`) must be current.
+import { readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildSchema, Kind, parse, validate, type OperationDefinitionNode } from "graphql";
+import { generate } from "@graphql-codegen/cli";
+import { describe, expect, it } from "vitest";
+import codegenConfig, { CODEGEN_OUTPUT } from "../../codegen.js";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const schema = buildSchema(readFileSync(join(root, "schema.graphql"), "utf8"));
+const files = readdirSync(join(root, "operations")).filter((f) => f.endsWith(".graphql")).sort();
+
+describe("operation documents", () => {
+  it("there are operation documents to check", () => {
+    expect(files.length).toBeGreaterThan(0);
+  });
+
+  it.each(files)("%s validates against schema.graphql", (file) => {
+    const document = parse(readFileSync(join(root, "operations", file), "utf8"));
+    const errors = validate(schema, document).map((e) => `${file}: ${e.message}`);
+    expect(errors).toEqual([]);
+  });
+
+  it("every operation is named, and no name is used twice", () => {
+    const names: string[] = [];
+    for (const file of files) {
+      const document = parse(readFileSync(join(root, "operations", file), "utf8"));
+      for (const definition of document.definitions) {
+        if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+        const name = (definition as OperationDefinitionNode).name?.value;
+        expect(name, `an anonymous operation in ${file}`).toBeTruthy();
+        names.push(name!);
+      }
+    }
+    expect(names.filter((n, i) => names.indexOf(n) !== i)).toEqual([]);
+  });
+
+  it("the generated typed documents are current (run `npm run generate`)", async () => {
+    const outputs = (await generate({ ...codegenConfig, cwd: root, silent: true }, false)) as Array<{ filename: string; content: string }>;
+    expect(outputs.length).toBeGreaterThan(0);
+    for (const output of outputs) {
+      expect(output.filename.startsWith(CODEGEN_OUTPUT), output.filename).toBe(true);
+      const onDisk = readFileSync(join(root, output.filename), "utf8");
+      expect(onDisk, `${output.filename} is stale: run npm run generate`).toBe(output.content);
+    }
+  });
+});
