@@ -3,6 +3,8 @@
  * (src/graphql/schema/errors.ts) exposes each as a typed member of mutation result unions,
  * with a stable `code`; anything else is masked and logged with an id.
  */
+import type { GateEvaluation } from "./domain/gate/types.js";
+
 export abstract class AppError extends Error {
   abstract readonly code: string;
 }
@@ -69,5 +71,20 @@ export class InvalidStateError extends AppError {
   readonly code = "INVALID_STATE";
   constructor(readonly resource: string, readonly state: string, message: string) {
     super(message);
+  }
+}
+
+/**
+ * The apply gate has not passed (seed 000, "The apply gate"). Carries the evaluation that said
+ * so, with the version it was taken at, so a client can print exactly what is missing.
+ */
+export class GateNotPassedError extends AppError {
+  readonly code = "GATE_NOT_PASSED";
+  constructor(readonly gate: { planId: string; version: number; evaluation: GateEvaluation }) {
+    super(
+      gate.evaluation.reasons.length === 0
+        ? "The apply gate has not passed."
+        : `The apply gate has not passed: ${gate.evaluation.reasons.map((r) => r.message).join(" ")}`,
+    );
   }
 }

@@ -1,10 +1,170 @@
-import type { Database } from "../infra/db.js";
+// Reservations (seed 000, "Reservations"): a standing, workspace-scoped claim that every apply
+// needs a particular approval — a person's own, or one from any current member of a role —
+// until it is released. Never expires; not a Terraform state lock (nothing here touches state).
+//
+// Who may (seed 000, "Who can reserve" / "Releasing"):
+// - reserve for yourself: (workspace, approve);
+// - reserve for a role: (workspace, approve) and membership of the role; a super_admin may
+//   reserve for any role, member or not; only roles the organization can use (its own custom
+//   roles and the built-in ones), never a deleted one; a role already holding one is not
+//   offered again;
+// - release: the holder of a personal reservation; any current member of a role, for the
+//   role's; a super_admin, any in their organization.
+// Releases are recorded, not deleted: the row keeps who released it and when.
 
-type Tx = Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0];
+import { z } from "zod";
+import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
+import { uniqueViolation } from "./prisma-errors.js";
+import { findRole } from "./roles.js";
+import { parseInput } from "./stacks.js";
+import {
+  assertNotArchived,
+  findReadableWorkspace,
+  findWorkspaceFor,
+  publishGateChange,
+  targetOf,
+  type GateDeps,
+} from "./workspaces.js";
+
+export const ReserveWorkspaceInput = z.object({
+  workspaceId: z.string().min(1),
+  /** Reserve for this role; omitted = for yourself. */
+  roleId: z.string().min(1).optional(),
+});
+
+/** Roles a workspace reservation may name: the org's live custom roles and the built-in ones. */
+const usableRoles = (orgId: string) => ({ deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] });
+
+export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
+  const input = parseInput(ReserveWorkspaceInput, raw);
+  const workspace = await findWorkspaceFor(db, authz, input.workspaceId, "approve");
+  assertNotArchived(workspace);
+  const principal = await authz.requireMember();
+  const viewer = authz.viewer!;
+  let holder: { holderUserId: string } | { holderRoleId: string };
+  let holderName: string;
+  if (input.roleId) {
+    const role = await findRole(db, viewer.orgId, input.roleId);
+    if (!principal.isSuperAdmin && !principal.roleIds.includes(role.id)) {
+      throw new PermissionDeniedError(
+        null,
+        `Reserving for role ${role.name} requires being a member of it (a super_admin may reserve for any role).`,
+      );
+    }
+    holder = { holderRoleId: role.id };
+    holderName = `role ${role.name}`;
+  } else {
+    holder = { holderUserId: viewer.userId };
+    holderName = "you";
+  }
+  let reservation;
+  try {
+    reservation = await db.prisma.$transaction(async (tx) => {
+      // Placing a reservation can close a gate: serialize with applyPlan on the workspace row.
+      await lockWorkspaces(txSql(tx), [workspace.id]);
+      const current = await tx.workspace.findUniqueOrThrow({ where: { id: workspace.id }, select: { name: true, archivedAt: true } });
+      assertNotArchived(current);
+      return tx.reservation.create({
+        data: { orgId: workspace.orgId, workspaceId: workspace.id, placedById: viewer.userId, ...holder },
+      });
+    }, LOCKING_TX_OPTIONS);
+  } catch (error) {
+    // The partial unique indexes: one active reservation per holder per workspace.
+    if (uniqueViolation(error)) throw new ConflictError(`Workspace ${workspace.name} is already reserved for ${holderName}.`);
+    throw error;
+  }
+  publishGateChange(events, workspace.orgId, [workspace.id], "reservation_placed");
+  return reservation;
+}
+
+/**
+ * The roles the viewer may reserve this workspace for right now: none without approve; with
+ * it, the roles they are a member of; a super_admin, every role the organization can use.
+ * Roles already holding an active reservation here are left out.
+ */
+export async function reservableRoles({ db, authz }: Pick<GateDeps, "db" | "authz">, workspaceId: string) {
+  const workspace = await findReadableWorkspace(db, authz, workspaceId);
+  if (workspace.archivedAt || !(await authz.can(targetOf(workspace, "approve")))) return [];
+  const principal = await authz.requireMember();
+  const holding = await db.prisma.reservation.findMany({
+    where: { workspaceId: workspace.id, releasedAt: null, holderRoleId: { not: null } },
+    select: { holderRoleId: true },
+  });
+  const taken = holding.map((r) => r.holderRoleId as string);
+  return db.prisma.role.findMany({
+    where: {
+      ...usableRoles(workspace.orgId),
+      id: principal.isSuperAdmin ? { notIn: taken } : { in: principal.roleIds.filter((id) => !taken.includes(id)) },
+    },
+    orderBy: [{ name: "asc" }, { id: "asc" }],
+  });
+}
+
+/** Whether the viewer may reserve the workspace for themselves now (approve, not yet holding one). */
+export async function canReserveForSelf({ db, authz }: Pick<GateDeps, "db" | "authz">, workspace: Parameters<typeof targetOf>[0]) {
+  if (workspace.archivedAt || !(await authz.can(targetOf(workspace, "approve")))) return false;
+  const mine = await db.prisma.reservation.count({
+    where: { workspaceId: workspace.id, releasedAt: null, holderUserId: authz.viewer!.userId },
+  });
+  return mine === 0;
+}
+
+export async function releaseReservation({ db, authz, events }: GateDeps, reservationId: string) {
+  const principal = await authz.requireMember();
+  const viewer = authz.viewer!;
+  const found = await db.prisma.reservation.findFirst({ where: { id: reservationId, orgId: viewer.orgId } });
+  if (!found) throw new NotFoundError("Reservation", reservationId);
+  const allowed =
+    principal.isSuperAdmin ||
+    (found.holderUserId !== null && found.holderUserId === viewer.userId) ||
+    (found.holderRoleId !== null && principal.roleIds.includes(found.holderRoleId));
+  if (!allowed) {
+    const who = found.holderUserId
+      ? "the person it is held by"
+      : "a current member of the role it is held by";
+    throw new PermissionDeniedError(null, `Only ${who}, or a super_admin, may release this reservation.`);
+  }
+  const released = await db.prisma.$transaction(async (tx) => {
+    await lockWorkspaces(txSql(tx), [found.workspaceId]);
+    const [locked] = await txSql(tx).query<{ releasedAt: Date | null }>(
+      `SELECT "releasedAt" FROM reservations WHERE id = $1 FOR UPDATE`,
+      [found.id],
+    );
+    if (locked?.releasedAt) throw new InvalidStateError("Reservation", "released", "This reservation was already released.");
+    return tx.reservation.update({
+      where: { id: found.id },
+      data: { releasedAt: new Date(), releasedById: viewer.userId, releaseReason: "released" },
+    });
+  }, LOCKING_TX_OPTIONS);
+  publishGateChange(events, found.orgId, [found.workspaceId], "reservation_released");
+  return released;
+}
+
+/**
+ * The role's active reservations, for its settings page ("The role's settings page lists the
+ * workspaces first"), limited to workspaces the viewer can read.
+ */
+export async function activeReservationsOfRole({ db, authz }: Pick<GateDeps, "db" | "authz">, roleId: string) {
+  await authz.requireMember();
+  const orgId = authz.viewer!.orgId;
+  const role = await db.prisma.role.findFirst({ where: { id: roleId, OR: [{ orgId }, { orgId: null, system: true }] } });
+  if (!role) throw new NotFoundError("Role", roleId);
+  const rows = await db.prisma.reservation.findMany({
+    where: { orgId, holderRoleId: role.id, releasedAt: null },
+    include: { workspace: { include: { stack: { select: { id: true, name: true, authzGroups: true } } } } },
+    orderBy: { placedAt: "asc" },
+  });
+  const visible = [];
+  for (const r of rows) if (await authz.can(targetOf(r.workspace, "read"))) visible.push(r);
+  return visible;
+}
 
 /**
  * Deleting a role releases every reservation it holds; the admin who deletes the role is
- * recorded as the releaser (seed 000, Releasing). Releases are recorded, not deleted.
+ * recorded as the releaser (seed 000, Releasing). Called by deleteRole inside its transaction;
+ * returns the workspaces whose gates moved so the caller can publish gate:changed. Needs no
+ * workspace lock: a release can only open a gate, never close one.
  */
 export async function releaseReservationsOfRole(tx: Tx, roleId: string, releasedById: string) {
   const released = await tx.reservation.updateManyAndReturn({
@@ -13,3 +173,4 @@ export async function releaseReservationsOfRole(tx: Tx, roleId: string, released
   });
   return { workspaceIds: [...new Set(released.map((r) => r.workspaceId))] };
 }
+

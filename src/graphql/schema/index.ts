@@ -6,6 +6,11 @@ import "./catalog.js";
 import "./organization.js";
 import "./stack.js";
 import "./access.js";
+import "./gate.js";
+import "./workspace.js";
+import "./plan.js";
+import "./reservation.js";
+import "./resource-policy.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

@@ -1,0 +1,249 @@
+// Plans over GraphQL: the plan page (one query), submission by a runner, approvals, applying
+// through the gate, the runner's result, discarding, and the targeted plan picker. Rules in
+// src/services/plans.ts; the gate itself in src/graphql/schema/gate.ts.
+
+import { builder } from "../builder.js";
+import { GateNotPassedError } from "../../errors.js";
+import type { PickedPolicy, PickedResource, PickTargetsResult } from "../../domain/gate/index.js";
+import { snapshotOf, storedEvaluationOf, loadPlanHead, type GateSnapshot } from "../../services/gate.js";
+import {
+  applyPlan,
+  approvePlan,
+  discardPlan,
+  findReadablePlanHead,
+  reportPlanResult,
+  submitPlan,
+  targetedPlanPicker,
+} from "../../services/plans.js";
+import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
+import { UserRef } from "./organization.js";
+import { ERRORS, clean, deps, loadUser } from "./workspace.js";
+
+builder.prismaObject("ResourceChange", {
+  description: "A resource change the plan proposed, as stored with it.",
+  fields: (t) => ({
+    address: t.exposeString("address"),
+    action: t.field({ type: ChangeActionEnum, resolve: (c) => c.action }),
+  }),
+});
+
+export const PlanApprovalRef = builder.prismaObject("Approval", {
+  name: "PlanApproval",
+  description: "An approval on a plan: the organization user who gave it and when. Never deleted.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    user: t.relation("user"),
+    approvedAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});
+
+export const PlanRef = builder.prismaObject("Plan", {
+  description: "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    workspace: t.relation("workspace"),
+    status: t.field({ type: PlanStatusEnum, resolve: (p) => p.status }),
+    targeted: t.exposeBoolean("targeted"),
+    targets: t.exposeStringList("targets"),
+    submittedBy: t.field({ type: UserRef, resolve: async (p, _a, ctx) => (await loadUser(ctx, p.submittedById)) as never }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    discardReason: t.exposeString("discardReason", {
+      nullable: true,
+      description: "superseded (by a newer plan), discarded (by a person) or workspace_archived.",
+    }),
+    supersededBy: t.prismaField({
+      type: "Plan",
+      nullable: true,
+      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: p.supersededById } }) : null),
+    }),
+    changeCount: t.relationCount("changes"),
+    changes: t.relation("changes", {
+      description: "The resource changes, by address.",
+      args: { first: t.arg.int(), offset: t.arg.int() },
+      query: (args) => ({
+        orderBy: { address: "asc" },
+        ...(args.first != null ? { take: Math.min(Math.max(args.first, 0), 10_000) } : {}),
+        ...(args.offset != null ? { skip: Math.max(args.offset, 0) } : {}),
+      }),
+    }),
+    approvals: t.relation("approvals", { query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }] } }),
+    applyStartedBy: t.field({
+      type: UserRef,
+      nullable: true,
+      resolve: (p, _a, ctx) => (p.applyStartedById ? (loadUser(ctx, p.applyStartedById) as never) : null),
+    }),
+    applyStartedAt: t.expose("applyStartedAt", { type: "DateTime", nullable: true }),
+    finishedAt: t.expose("finishedAt", { type: "DateTime", nullable: true }),
+    storedGate: t.field({
+      type: GateStatusRef,
+      nullable: true,
+      description:
+        "The evaluation that allowed the apply, stored with the plan: what was required, policies edited later notwithstanding.",
+      resolve: async (p, _a, ctx): Promise<GateSnapshot | null> => {
+        if (!storedEvaluationOf(p.applyEvaluation)) return null;
+        const head = await loadPlanHead(ctx.db.sql, p.orgId, p.id);
+        return head ? snapshotOf(ctx.db.sql, head, storedEvaluationOf(p.applyEvaluation)!.version) : null;
+      },
+    }),
+  }),
+});
+
+// ── The targeted plan picker ──────────────────────────────────────────────────────────
+
+const PickedPolicyRef = builder.objectRef<PickedPolicy>("PickedPolicy").implement({
+  fields: (t) => ({
+    policyId: t.exposeID("policyId"),
+    policyName: t.exposeString("policyName"),
+    count: t.int({ nullable: true, description: "1, 2 or 3; null when Auto or when the resource has no action.", resolve: (p) => (p.count === "auto" || p.count === null ? null : p.count) }),
+    auto: t.boolean({ resolve: (p) => p.count === "auto" }),
+  }),
+});
+
+const PickedResourceRef = builder.objectRef<PickedResource>("PickedResource").implement({
+  fields: (t) => ({
+    address: t.exposeString("address"),
+    action: t.field({
+      type: ChangeActionEnum,
+      nullable: true,
+      description: "The action the workspace's current plan has for it; null when the current plan does not change it.",
+      resolve: (r) => r.action,
+    }),
+    governedBy: t.field({ type: [PickedPolicyRef], resolve: (r) => [...r.governedBy] }),
+    count: t.int({ nullable: true, resolve: (r) => r.count }),
+    onBaseline: t.exposeBoolean("onBaseline"),
+    selectedBy: t.exposeStringList("selectedBy"),
+  }),
+});
+
+const PickerResultRef = builder
+  .objectRef<PickTargetsResult & { workspaceId: string; currentPlanId: string | null }>("TargetedPlanPick")
+  .implement({
+    description: "Each chosen resource's count before a targeted plan runs, and the total it would need.",
+    fields: (t) => ({
+      workspaceId: t.exposeID("workspaceId"),
+      currentPlanId: t.exposeID("currentPlanId", { nullable: true, description: "The plan whose actions were used." }),
+      resources: t.field({ type: [PickedResourceRef], resolve: (r) => [...r.resources] }),
+      total: t.exposeInt("total", { description: "The minimum approvals the targeted plan would need, as far as the current plan shows." }),
+      baselineApplies: t.exposeBoolean("baselineApplies"),
+      holdingChanges: t.exposeStringList("holdingChanges"),
+      notes: t.exposeStringList("notes"),
+    }),
+  });
+
+// ── Queries ───────────────────────────────────────────────────────────────────────────
+
+builder.queryFields((t) => ({
+  plan: t.prismaField({
+    type: "Plan",
+    nullable: true,
+    authScopes: { authenticated: true },
+    description: "A plan the caller may read (the plan page: one query, with its workspace's reservations).",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (query, _root, args, ctx) => {
+      const head = await findReadablePlanHead(deps(ctx), String(args.id)).catch(() => null);
+      return head ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: head.id } }) : null;
+    },
+  }),
+  targetedPlanPicker: t.field({
+    type: PickerResultRef,
+    authScopes: { authenticated: true },
+    description:
+      "Before a targeted plan runs: each chosen resource's count using the action the workspace's current plan has for " +
+      "it, and the total. The total can rise once the plan shows what it really changes.",
+    args: { workspaceId: t.arg.id({ required: true }), addresses: t.arg.stringList({ required: true }) },
+    resolve: (_root, args, ctx) => targetedPlanPicker(deps(ctx), { workspaceId: String(args.workspaceId), addresses: args.addresses }),
+  }),
+}));
+
+// ── Mutations ─────────────────────────────────────────────────────────────────────────
+
+const PlanChangeInputRef = builder.inputType("PlanChangeInput", {
+  fields: (t) => ({
+    address: t.string({ required: true }),
+    action: t.field({ type: ChangeActionEnum, required: true }),
+  }),
+});
+
+const SubmitPlanInputRef = builder.inputType("SubmitPlanInput", {
+  fields: (t) => ({
+    workspaceId: t.id({ required: true }),
+    plan: t.field({
+      type: "JSON",
+      description:
+        "The output of `terraform show -json <planfile>` (as JSON or as its text), or a list of { address, action }. " +
+        "No-op and read changes are ignored; delete+create is replace.",
+    }),
+    changes: t.field({ type: [PlanChangeInputRef], description: "The plain list, typed (instead of plan)." }),
+    targeted: t.boolean({ description: "Defaults to whether targets were given." }),
+    targets: t.stringList({ description: "The -target addresses." }),
+  }),
+});
+
+const PlanOutcomeEnum = builder.enumType("PlanOutcome", {
+  values: { APPLIED: { value: "applied" }, FAILED: { value: "failed" } } as const,
+});
+
+const ReportPlanResultInputRef = builder.inputType("ReportPlanResultInput", {
+  fields: (t) => ({
+    planId: t.id({ required: true }),
+    outcome: t.field({ type: PlanOutcomeEnum, required: true }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  submitPlan: t.field({
+    type: PlanRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "A runner or CI identity submits a plan: needs (workspace, plan). Bad Terraform JSON is a ValidationError naming " +
+      "each path, and nothing is stored. Supersedes the workspace's older planned plan.",
+    args: { input: t.arg({ type: SubmitPlanInputRef, required: true }) },
+    resolve: (_root, args, ctx) => {
+      const { plan, changes, ...rest } = args.input;
+      return submitPlan(deps(ctx), {
+        ...clean(rest),
+        workspaceId: String(args.input.workspaceId),
+        ...(plan != null ? { plan } : {}),
+        ...(changes != null ? { changes: changes.map((c) => ({ address: c.address, action: c.action })) } : {}),
+      });
+    },
+  }),
+  approvePlan: t.field({
+    type: PlanApprovalRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "Approve a planned plan: needs (workspace, approve), or being a named approver on a resource policy governing it. " +
+      "Approving twice returns the same approval.",
+    args: { planId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => approvePlan(deps(ctx), String(args.planId)),
+  }),
+  applyPlan: t.field({
+    type: PlanRef,
+    authScopes: { authenticated: true },
+    errors: { types: [...ERRORS.types, GateNotPassedError] },
+    description:
+      "Start the apply: re-evaluates the gate and moves planned → applying in one transaction with the plan locked. " +
+      "Needs (workspace, approve). GateNotPassedError carries the evaluation. The evaluation is stored with the plan.",
+    args: { planId: t.arg.id({ required: true }) },
+    resolve: async (_root, args, ctx) => (await applyPlan(deps(ctx), String(args.planId))).plan,
+  }),
+  reportPlanResult: t.field({
+    type: PlanRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "The runner reports the apply's outcome: needs (workspace, plan); applying → applied | failed.",
+    args: { input: t.arg({ type: ReportPlanResultInputRef, required: true }) },
+    resolve: (_root, args, ctx) => reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome }),
+  }),
+  discardPlan: t.field({
+    type: PlanRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "planned → discarded: needs (workspace, plan) or (workspace, approve). The plan is kept.",
+    args: { planId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => discardPlan(deps(ctx), String(args.planId)),
+  }),
+}));

@@ -1,0 +1,96 @@
+// Reservations over GraphQL: reserve for yourself or for a role, release, and the roles you may
+// reserve for. Rules in src/services/reservations.ts.
+
+import { builder } from "../builder.js";
+import { HolderKindEnum } from "./gate.js";
+import { UserRef } from "./organization.js";
+import { ERRORS, clean, deps, loadUser } from "./workspace.js";
+import {
+  activeReservationsOfRole,
+  releaseReservation,
+  reservableRoles,
+  reserveWorkspace,
+} from "../../services/reservations.js";
+
+export const ReservationRef = builder.prismaObject("Reservation", {
+  description:
+    "A standing claim that every apply on a workspace needs a particular approval: a person's own, or one from any " +
+    "current member of a role. Never expires; released rows keep who released them and when. Not a Terraform state lock.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    workspace: t.relation("workspace"),
+    holderKind: t.field({ type: HolderKindEnum, resolve: (r) => (r.holderUserId ? "user" : "role") }),
+    holderUser: t.field({
+      type: UserRef,
+      nullable: true,
+      description: "The person it is held by (a personal reservation).",
+      resolve: (r, _args, ctx) => (r.holderUserId ? (loadUser(ctx, r.holderUserId) as never) : null),
+    }),
+    holderRole: t.relation("holderRole", { nullable: true, description: "The role it is held by." }),
+    placedBy: t.field({ type: UserRef, resolve: async (r, _args, ctx) => (await loadUser(ctx, r.placedById)) as never }),
+    placedAt: t.expose("placedAt", { type: "DateTime" }),
+    active: t.boolean({ resolve: (r) => r.releasedAt === null }),
+    releasedBy: t.field({
+      type: UserRef,
+      nullable: true,
+      resolve: (r, _args, ctx) => (r.releasedById ? (loadUser(ctx, r.releasedById) as never) : null),
+    }),
+    releasedAt: t.expose("releasedAt", { type: "DateTime", nullable: true }),
+    releaseReason: t.exposeString("releaseReason", {
+      nullable: true,
+      description: "released, or role_deleted when the role's deletion released it (the deleting admin is releasedBy).",
+    }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  reservableRoles: t.prismaField({
+    type: ["Role"],
+    authScopes: { authenticated: true },
+    description:
+      "The roles the caller may reserve the workspace for now: their own roles when they hold (workspace, approve), " +
+      "every role of the organization for a super_admin; never one already holding a reservation here.",
+    args: { workspaceId: t.arg.id({ required: true }) },
+    resolve: (_query, _root, args, ctx) => reservableRoles(deps(ctx), String(args.workspaceId)),
+  }),
+  roleReservations: t.prismaField({
+    type: ["Reservation"],
+    authScopes: { authenticated: true },
+    description: "A role's active reservations (what its deletion would release), on workspaces the caller can read.",
+    args: { roleId: t.arg.id({ required: true }) },
+    resolve: (_query, _root, args, ctx) => activeReservationsOfRole(deps(ctx), String(args.roleId)),
+  }),
+}));
+
+const ReserveWorkspaceInputRef = builder.inputType("ReserveWorkspaceInput", {
+  fields: (t) => ({
+    workspaceId: t.id({ required: true }),
+    roleId: t.id({ description: "Reserve for this role (requires membership, or super_admin); omit to reserve for yourself." }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  reserveWorkspace: t.field({
+    type: ReservationRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "Reserve a workspace for yourself ((workspace, approve)) or for a role ((workspace, approve) and membership; a " +
+      "super_admin, any role). A holder already holding one here is a conflict.",
+    args: { input: t.arg({ type: ReserveWorkspaceInputRef, required: true }) },
+    resolve: (_root, args, ctx) =>
+      reserveWorkspace(deps(ctx), {
+        ...clean(args.input),
+        workspaceId: String(args.input.workspaceId),
+        ...(args.input.roleId != null ? { roleId: String(args.input.roleId) } : {}),
+      }),
+  }),
+  releaseReservation: t.field({
+    type: ReservationRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Release your own reservation, your role's (any current member), or any (super_admin). Recorded, not deleted.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => releaseReservation(deps(ctx), String(args.id)),
+  }),
+}));

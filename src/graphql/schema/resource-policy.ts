@@ -1,0 +1,228 @@
+// Resource policies over GraphQL: org-level rules applied to many workspaces (seed 000,
+// "Resource policies"). Rules in src/services/resource-policies.ts.
+
+import { builder } from "../builder.js";
+import { decodeCursor, encodeCursor } from "./cursor.js";
+import { ChangeActionEnum } from "./gate.js";
+import { UserRef } from "./organization.js";
+import { ERRORS, WorkspaceRef, clean, deps, loadUser } from "./workspace.js";
+import { RoleRef } from "./access.js";
+import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
+import {
+  createResourcePolicy,
+  deleteResourcePolicy,
+  findReadablePolicy,
+  listResourcePolicyIds,
+  updateResourcePolicy,
+} from "../../services/resource-policies.js";
+
+builder.prismaObject("PolicyRequirement", {
+  description: "A policy's requirement for one action: a count (1, 2 or 3) or Auto, and named approvers.",
+  fields: (t) => ({
+    action: t.field({ type: ChangeActionEnum, resolve: (r) => r.action }),
+    count: t.exposeInt("count", { nullable: true, description: "1, 2 or 3; null is Auto (the workspace baseline decides)." }),
+    auto: t.boolean({ resolve: (r) => r.count === null }),
+    approverUsers: t.field({
+      type: [UserRef],
+      description: "Named users: being named is itself the grant to approve for this policy.",
+      select: { approvers: { select: { userId: true } } },
+      resolve: async (r, _a, ctx) => {
+        const users = await Promise.all(r.approvers.filter((a) => a.userId).map((a) => loadUser(ctx, a.userId!)));
+        return users.filter((u) => u !== null) as never;
+      },
+    }),
+    approverRoles: t.field({
+      type: [RoleRef],
+      description: "Named roles: any current member counts as a named approver.",
+      select: { approvers: { select: { role: true } } },
+      resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])) as never,
+    }),
+  }),
+});
+
+builder.prismaObject("ResourcePolicyAssignment", {
+  name: "PolicyAssignment",
+  description: "A resource picked for a policy by hand, in one workspace.",
+  fields: (t) => ({
+    workspace: t.relation("workspace"),
+    address: t.exposeString("address"),
+  }),
+});
+
+export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
+  description:
+    "An organization-level rule applied to one or many workspaces: what an apply touching certain resources needs. " +
+    "Governs by assignment and by address pattern (additive; no carve-outs).",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    description: t.exposeString("description"),
+    addressPatterns: t.exposeStringList("addressPatterns", {
+      description: "Globs over Terraform addresses: * matches any run of characters, everything else is literal; whole-address match.",
+    }),
+    revision: t.exposeInt("revision", { description: "Bumped on every edit; pass it back to updateResourcePolicy." }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    workspaces: t.field({
+      type: [WorkspaceRef],
+      select: { workspaces: { select: { workspace: true }, orderBy: { workspaceId: "asc" } } },
+      resolve: (p) => p.workspaces.map((w) => w.workspace) as never,
+    }),
+    assignments: t.relation("assignments", { query: { orderBy: [{ workspaceId: "asc" }, { address: "asc" }] } }),
+    requirements: t.relation("requirements", {
+      description: "One per action: create, update, delete, replace.",
+      resolve: (query, p, _a, ctx) =>
+        ctx.db.prisma.policyRequirement
+          .findMany({ ...query, where: { policyId: p.id } })
+          .then((rows) => rows.sort((a, b) => CHANGE_ACTIONS.indexOf(a.action) - CHANGE_ACTIONS.indexOf(b.action))),
+    }),
+  }),
+});
+
+builder.prismaObjectField("Workspace", "resourcePolicies", (t) =>
+  t.field({
+    type: [ResourcePolicyRef],
+    description: "The resource policies applied to this workspace.",
+    select: { policies: { select: { policy: true }, orderBy: { policyId: "asc" } } },
+    resolve: (w) => w.policies.map((p) => p.policy),
+  }),
+);
+
+const ResourcePolicyConnection = builder.connectionObject({ type: ResourcePolicyRef, name: "ResourcePolicyConnection" });
+
+builder.queryFields((t) => ({
+  resourcePolicy: t.prismaField({
+    type: "ResourcePolicy",
+    nullable: true,
+    authScopes: { authenticated: true },
+    description: "Needs (resource_policy, read, <name>).",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (query, _root, args, ctx) => {
+      const found = await findReadablePolicy(ctx.db, ctx.authz, String(args.id)).catch(() => null);
+      return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...query, where: { id: found.id } }) : null;
+    },
+  }),
+  resourcePolicies: t.field({
+    type: ResourcePolicyConnection,
+    authScopes: { authenticated: true },
+    description: "The policies the caller may read, by name, filtered in SQL by (resource_policy, read).",
+    args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
+    resolve: async (_root, args, ctx) => {
+      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
+      const page = await listResourcePolicyIds(ctx.db, ctx.authz, { first, after: args.after ? decodeCursor(args.after) : null });
+      const rows = page.rows.length
+        ? await ctx.db.prisma.resourcePolicy.findMany({ where: { id: { in: page.rows.map((r) => r.id) } } })
+        : [];
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      const nodes = page.rows.map((r) => byId.get(r.id)).filter((r) => r !== undefined);
+      return {
+        edges: nodes.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
+        pageInfo: {
+          hasNextPage: page.hasNextPage,
+          hasPreviousPage: args.after != null,
+          startCursor: nodes[0] ? encodeCursor(nodes[0].name) : null,
+          endCursor: nodes.at(-1) ? encodeCursor(nodes.at(-1)!.name) : null,
+        },
+      };
+    },
+  }),
+}));
+
+const RequirementInputRef = builder.inputType("PolicyRequirementInput", {
+  fields: (t) => ({
+    action: t.field({ type: ChangeActionEnum, required: true }),
+    count: t.int({ description: "1, 2 or 3; null or omitted is Auto (the workspace baseline decides). There is no count of zero." }),
+    approverUserIds: t.idList({ description: "Named users of the organization." }),
+    approverRoleIds: t.idList({ description: "Named roles of the organization." }),
+  }),
+});
+
+const AssignmentInputRef = builder.inputType("PolicyAssignmentInput", {
+  fields: (t) => ({
+    workspaceId: t.id({ required: true, description: "A workspace the policy applies to." }),
+    address: t.string({ required: true, description: "An exact Terraform address." }),
+  }),
+});
+
+const CreateInputRef = builder.inputType("CreateResourcePolicyInput", {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    description: t.string(),
+    addressPatterns: t.stringList(),
+    workspaceIds: t.idList({ description: "The workspaces it applies to." }),
+    assignments: t.field({ type: [AssignmentInputRef] }),
+    requirements: t.field({ type: [RequirementInputRef], description: "At most one per action; actions left out are Auto with no approvers." }),
+  }),
+});
+
+const UpdateInputRef = builder.inputType("UpdateResourcePolicyInput", {
+  fields: (t) => ({
+    id: t.id({ required: true }),
+    revision: t.int({ description: "The revision the edit is based on; a stale one is a ConflictError." }),
+    name: t.string(),
+    description: t.string(),
+    addressPatterns: t.stringList({ description: "Replaces the patterns." }),
+    workspaceIds: t.idList({ description: "Replaces the workspaces it applies to." }),
+    assignments: t.field({ type: [AssignmentInputRef], description: "Replaces the assignments." }),
+    requirements: t.field({ type: [RequirementInputRef], description: "Replaces the requirements of the actions listed." }),
+  }),
+});
+
+type RequirementArg = { action: string; count?: number | null; approverUserIds?: readonly (string | number)[] | null; approverRoleIds?: readonly (string | number)[] | null };
+type AssignmentArg = { workspaceId: string | number; address: string };
+
+const requirementsOf = (list: readonly RequirementArg[] | null | undefined) =>
+  list?.map((r) => ({
+    action: r.action,
+    count: r.count ?? null,
+    approverUserIds: (r.approverUserIds ?? []).map(String),
+    approverRoleIds: (r.approverRoleIds ?? []).map(String),
+  }));
+const assignmentsOf = (list: readonly AssignmentArg[] | null | undefined) =>
+  list?.map((a) => ({ workspaceId: String(a.workspaceId), address: a.address }));
+
+builder.mutationFields((t) => ({
+  createResourcePolicy: t.field({
+    type: ResourcePolicyRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Needs (resource_policy, create, <name>). Applies at once to every open plan on its workspaces.",
+    args: { input: t.arg({ type: CreateInputRef, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      createResourcePolicy(deps(ctx), {
+        ...clean({ name: input.name, description: input.description, addressPatterns: input.addressPatterns }),
+        ...clean({
+          workspaceIds: input.workspaceIds?.map(String),
+          assignments: assignmentsOf(input.assignments),
+          requirements: requirementsOf(input.requirements),
+        }),
+      }),
+  }),
+  updateResourcePolicy: t.field({
+    type: ResourcePolicyRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "Needs (resource_policy, update, <name>). Bumps the revision and re-evaluates every open gate on the workspaces it " +
+      "applied to or applies to now; plans already applying keep the evaluation that allowed them.",
+    args: { input: t.arg({ type: UpdateInputRef, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      updateResourcePolicy(deps(ctx), {
+        id: String(input.id),
+        ...clean({ revision: input.revision, name: input.name, description: input.description, addressPatterns: input.addressPatterns }),
+        ...clean({
+          workspaceIds: input.workspaceIds?.map(String),
+          assignments: assignmentsOf(input.assignments),
+          requirements: requirementsOf(input.requirements),
+        }),
+      }),
+  }),
+  deleteResourcePolicy: t.field({
+    type: ResourcePolicyRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Needs (resource_policy, delete, <name>).",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => deleteResourcePolicy(deps(ctx), String(args.id)),
+  }),
+}));

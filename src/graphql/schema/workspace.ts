@@ -1,0 +1,237 @@
+// Workspaces over GraphQL: the workspace page and list (each one query: reservations, who holds
+// them and who placed them come with it, no N+1), create/update/archive. Logic lives in
+// src/services/workspaces.ts.
+
+import DataLoader from "dataloader";
+import { queryFromInfo } from "@pothos/plugin-prisma";
+import { builder } from "../builder.js";
+import type { Context } from "../context.js";
+import { COMMON_ERRORS } from "./errors.js";
+import { RoleRef } from "./access.js";
+import { decodeCursor, encodeCursor } from "./cursor.js";
+import { InvalidStateError } from "../../errors.js";
+import type { User } from "../../generated/prisma/client.js";
+import {
+  archiveWorkspace,
+  createWorkspace,
+  findReadableWorkspace,
+  listWorkspaceIds,
+  unarchiveWorkspace,
+  updateWorkspace,
+} from "../../services/workspaces.js";
+import { canReserveForSelf, reservableRoles } from "../../services/reservations.js";
+
+export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
+export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+
+/** GraphQL sends null for omitted optional fields; the services' zod schemas want them absent. */
+export const clean = <T extends object>(o: T) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v != null)) as { [K in keyof T]?: NonNullable<T[K]> };
+
+// ── Users by id, batched per request ─────────────────────────────────────────────────
+
+const userLoaders = new WeakMap<object, DataLoader<string, User | null>>();
+
+/** A user by id, batched per request (reservations and plans name users without a relation). */
+export function loadUser(ctx: Context, id: string): Promise<User | null> {
+  let loader = userLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader<string, User | null>(async (ids) => {
+      const rows = await ctx.db.prisma.user.findMany({ where: { id: { in: [...ids] } } });
+      const byId = new Map(rows.map((u) => [u.id, u]));
+      return ids.map((id) => byId.get(id) ?? null);
+    });
+    userLoaders.set(ctx, loader);
+  }
+  return loader.load(id);
+}
+
+// ── Types ─────────────────────────────────────────────────────────────────────────────
+
+export const WorkspaceRef = builder.prismaObject("Workspace", {
+  description: "A stack's deployment target: its baseline, reservations, plans and the policies applied to it.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    environment: t.exposeString("environment"),
+    requiredApprovals: t.exposeInt("requiredApprovals", {
+      description: "The baseline: approvals needed for every change no resource policy sets a count for (default 0).",
+    }),
+    frozen: t.exposeBoolean("frozen"),
+    archived: t.boolean({ resolve: (w) => w.archivedAt !== null }),
+    archivedAt: t.expose("archivedAt", { type: "DateTime", nullable: true }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    stack: t.relation("stack"),
+    reservations: t.relation("reservations", {
+      description: "Who the workspace is reserved for, and who placed each reservation. Active ones unless includeReleased.",
+      args: { includeReleased: t.arg.boolean({ defaultValue: false }) },
+      query: (args) => ({
+        where: args.includeReleased ? {} : { releasedAt: null },
+        orderBy: [{ placedAt: "asc" }, { id: "asc" }],
+      }),
+    }),
+    openPlans: t.relation("plans", {
+      description: "Plans that are planned or applying, oldest first.",
+      query: { where: { status: { in: ["planned", "applying"] } }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] },
+    }),
+    plans: t.relatedConnection("plans", {
+      description: "Every plan, newest first. Plans are never deleted.",
+      cursor: "id",
+      query: { orderBy: [{ createdAt: "desc" }, { id: "desc" }] },
+    }),
+    viewerCanApprove: t.boolean({
+      description: "Whether the caller holds (workspace, approve) here now.",
+      select: { stack: { select: { authzGroups: true } } },
+      resolve: (w, _args, ctx) => ctx.authz.can({ resourceType: "workspace", action: "approve", matchValue: w.name, groups: w.stack.authzGroups }),
+    }),
+    viewerCanReserveForSelf: t.boolean({
+      description: "Whether the caller may reserve this workspace for themselves now.",
+      select: { stack: { select: { id: true, name: true, authzGroups: true } } },
+      resolve: (w, _args, ctx) => canReserveForSelf(deps(ctx), w),
+    }),
+    reservableRoles: t.field({
+      type: [RoleRef],
+      description: "The roles the caller may reserve this workspace for now (see Query.reservableRoles).",
+      resolve: (w, _args, ctx) => reservableRoles(deps(ctx), w.id) as never,
+    }),
+  }),
+});
+
+const WorkspaceConnection = builder.connectionObject({ type: WorkspaceRef, name: "WorkspaceConnection" });
+
+builder.prismaObjectField("Stack", "workspaces", (t) =>
+  t.field({
+    type: [WorkspaceRef],
+    description: "The stack's workspaces the caller may read, by name (archived ones when includeArchived).",
+    args: { includeArchived: t.arg.boolean({ defaultValue: false }) },
+    resolve: async (stack, args, ctx, info) => {
+      const rows = await ctx.db.prisma.workspace.findMany({
+        ...queryFromInfo({ context: ctx, info, typeName: "Workspace" }),
+        where: { stackId: stack.id, ...(args.includeArchived ? {} : { archivedAt: null }) },
+        orderBy: { name: "asc" },
+      });
+      const groups = stack.authzGroups;
+      const visible = [];
+      for (const w of rows) {
+        if (await ctx.authz.can({ resourceType: "workspace", action: "read", matchValue: w.name, groups })) visible.push(w);
+      }
+      return visible;
+    },
+  }),
+);
+
+// ── Queries ───────────────────────────────────────────────────────────────────────────
+
+builder.queryFields((t) => ({
+  workspace: t.prismaField({
+    type: "Workspace",
+    nullable: true,
+    authScopes: { authenticated: true },
+    description: "A workspace the caller may read (the workspace page: one query, reservations included).",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (query, _root, args, ctx) => {
+      const found = await findReadableWorkspace(ctx.db, ctx.authz, String(args.id)).catch(() => null);
+      return found ? ctx.db.prisma.workspace.findUnique({ ...query, where: { id: found.id } }) : null;
+    },
+  }),
+  workspaces: t.field({
+    type: WorkspaceConnection,
+    authScopes: { authenticated: true },
+    description:
+      "The workspaces the caller may read, ordered by name, filtered in SQL by the caller's grants; one query shape " +
+      "whatever the page selects (who each is reserved for and who placed it included).",
+    args: {
+      first: t.arg.int({ defaultValue: 50 }),
+      after: t.arg.string(),
+      stackId: t.arg.id(),
+      includeArchived: t.arg.boolean({ defaultValue: false }),
+    },
+    resolve: async (_root, args, ctx, info) => {
+      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
+      const page = await listWorkspaceIds(ctx.db, ctx.authz, {
+        first,
+        after: args.after ? decodeCursor(args.after) : null,
+        stackId: args.stackId ? String(args.stackId) : null,
+        includeArchived: args.includeArchived ?? false,
+      });
+      const ids = page.rows.map((r) => r.id);
+      const loaded =
+        ids.length === 0
+          ? []
+          : await ctx.db.prisma.workspace.findMany({
+              ...queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"] }),
+              where: { id: { in: ids } },
+            });
+      const byId = new Map(loaded.map((w) => [w.id, w]));
+      const nodes = ids.map((id) => byId.get(id)).filter((w) => w !== undefined);
+      const last = page.lastScanned ?? nodes.at(-1)?.name ?? null;
+      return {
+        edges: nodes.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
+        pageInfo: {
+          hasNextPage: page.hasNextPage,
+          hasPreviousPage: args.after != null,
+          startCursor: nodes[0] ? encodeCursor(nodes[0].name) : null,
+          endCursor: last === null ? null : encodeCursor(last),
+        },
+      };
+    },
+  }),
+}));
+
+// ── Mutations ─────────────────────────────────────────────────────────────────────────
+
+const CreateWorkspaceInputRef = builder.inputType("CreateWorkspaceInput", {
+  fields: (t) => ({
+    stackId: t.id({ required: true }),
+    name: t.string({ required: true, description: "Unique in the organization: the match value of workspace-family grants." }),
+    environment: t.string({ description: "Default dev." }),
+    requiredApprovals: t.int({ description: "The baseline, default 0." }),
+  }),
+});
+
+const UpdateWorkspaceInputRef = builder.inputType("UpdateWorkspaceInput", {
+  fields: (t) => ({
+    id: t.id({ required: true }),
+    name: t.string(),
+    environment: t.string(),
+    requiredApprovals: t.int({ description: "The baseline. Applies to every open plan at once (the gate is evaluated at apply time)." }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  createWorkspace: t.field({
+    type: WorkspaceRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Needs (workspace, create, <name>) with the stack's groups, on a stack the caller can read.",
+    args: { input: t.arg({ type: CreateWorkspaceInputRef, required: true }) },
+    resolve: (_root, args, ctx) => createWorkspace(deps(ctx), { ...clean(args.input), stackId: String(args.input.stackId) }),
+  }),
+  updateWorkspace: t.field({
+    type: WorkspaceRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Needs (workspace, update). Editing the baseline re-evaluates every open gate on the workspace.",
+    args: { input: t.arg({ type: UpdateWorkspaceInputRef, required: true }) },
+    resolve: (_root, args, ctx) => updateWorkspace(deps(ctx), { ...clean(args.input), id: String(args.input.id) }),
+  }),
+  archiveWorkspace: t.field({
+    type: WorkspaceRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "Needs (workspace, archive). Workspaces are archived, never deleted: plans and approvals stay; planned plans are discarded.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => archiveWorkspace(deps(ctx), String(args.id)),
+  }),
+  unarchiveWorkspace: t.field({
+    type: WorkspaceRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description: "Needs (workspace, archive).",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => unarchiveWorkspace(deps(ctx), String(args.id)),
+  }),
+}));
+

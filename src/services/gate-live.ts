@@ -1,0 +1,450 @@
+// Live gate status: the process-wide hub behind the planGate and workspaceGates subscriptions.
+//
+// Seed 000 / issue 3, "Live gate status": push the recomputed evaluation whenever anything the
+// gate reads changes. Events carry ids (src/infra/events.ts): "gate:changed" names workspaces,
+// "authz:changed" means every open gate in the organization may have changed (role
+// membership, bindings, group sync, deactivation, role deletion, grants).
+//
+// How it scales (docs/apply-gate.md, "Live status"):
+// - ONE bus subscription per topic per process, however many subscribers; the hub routes.
+// - Per event round, ONE version (nextval before any read) and ONE evaluation per affected plan,
+//   shared by every subscriber of that plan on this process (memoized by plan id + version); each
+//   user's principal loads once per round, shared by the evaluation and the authorization of all
+//   of that user's subscriptions.
+// - Events arriving while a round runs are coalesced into the next round (per organization).
+// - A subscriber's queue keeps only the newest message: a slow client skips intermediate
+//   statuses instead of growing memory, and never receives one older than what it already has.
+// Subscribers are authorized on subscribe (by the caller) and again on every delivery with a
+// freshly loaded principal: a member removed from the org, or who lost read, stops receiving.
+
+import { randomUUID } from "node:crypto";
+import { checkPermission } from "../domain/catalog/index.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus, Topics } from "../infra/events.js";
+import {
+  loadPlanHead,
+  nextGateVersion,
+  openPlanHeads,
+  principalSource,
+  snapshotOf,
+  workspaceTarget,
+  type GateSnapshot,
+  type PlanHead,
+  type PrincipalSource,
+} from "./gate.js";
+
+export interface WorkspaceGates {
+  workspaceId: string;
+  workspaceName: string;
+  version: number;
+  /** Every open (planned or applying) plan on the workspace, oldest first. */
+  plans: GateSnapshot[];
+}
+
+const TERMINAL = new Set(["applied", "failed", "discarded"]);
+
+/** An async iterator that holds only the newest message (by version). */
+export class LatestQueue<T extends { version: number }> implements AsyncIterableIterator<T> {
+  private pending: T | null = null;
+  private maxVersion = -Infinity;
+  private waiter: ((r: IteratorResult<T>) => void) | null = null;
+  private ending = false;
+  private closed = false;
+  private readonly onClose: () => void;
+
+  constructor(onClose: () => void = () => {}) {
+    this.onClose = onClose;
+  }
+
+  push(message: T): void {
+    if (this.closed || this.ending || message.version <= this.maxVersion) return;
+    this.maxVersion = message.version;
+    if (this.waiter) {
+      const resolve = this.waiter;
+      this.waiter = null;
+      resolve({ value: message, done: false });
+    } else {
+      this.pending = message;
+    }
+  }
+
+  /** No more messages after the one pending (if any). */
+  end(): void {
+    this.ending = true;
+    if (!this.pending && this.waiter) {
+      const resolve = this.waiter;
+      this.waiter = null;
+      this.close();
+      resolve({ value: undefined, done: true });
+    }
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.pending) {
+      const value = this.pending;
+      this.pending = null;
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.ending || this.closed) {
+      this.close();
+      return Promise.resolve({ value: undefined, done: true });
+    }
+    return new Promise((resolve) => (this.waiter = resolve));
+  }
+
+  return(): Promise<IteratorResult<T>> {
+    this.close();
+    if (this.waiter) {
+      const resolve = this.waiter;
+      this.waiter = null;
+      resolve({ value: undefined, done: true });
+    }
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  private close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.pending = null;
+    this.onClose();
+  }
+}
+
+interface Viewer {
+  orgId: string;
+  userId: string;
+}
+
+interface PlanSubscriber {
+  kind: "plan";
+  viewer: Viewer;
+  planId: string;
+  workspaceId: string;
+  queue: LatestQueue<GateSnapshot>;
+  /** Called before each delivery, so the subscription's own context re-reads its principal. */
+  refresh: () => void;
+}
+
+interface WorkspaceSubscriber {
+  kind: "workspace";
+  viewer: Viewer;
+  workspaceId: string;
+  queue: LatestQueue<WorkspaceGates>;
+  refresh: () => void;
+}
+
+type Subscriber = PlanSubscriber | WorkspaceSubscriber;
+
+interface Dirty {
+  all: boolean;
+  workspaceIds: Set<string>;
+}
+
+interface WorkspaceHead {
+  id: string;
+  orgId: string;
+  name: string;
+  authzGroups: string[];
+}
+
+const hubs = new WeakMap<EventBus, GateHub>();
+
+/** The process's hub for this bus (one per app). */
+export function gateHub(db: Database, events: EventBus): GateHub {
+  let hub = hubs.get(events);
+  if (!hub) {
+    hub = new GateHub(db, events);
+    hubs.set(events, hub);
+  }
+  return hub;
+}
+
+export class GateHub {
+  private readonly subscribers = new Set<Subscriber>();
+  private readonly byPlan = new Map<string, Set<PlanSubscriber>>();
+  private readonly byWorkspace = new Map<string, Set<Subscriber>>();
+  private readonly byOrg = new Map<string, Set<Subscriber>>();
+  private readonly dirty = new Map<string, Dirty>();
+  private iterators: AsyncIterator<unknown>[] = [];
+  private ready: Promise<void> | null = null;
+  private working: Promise<void> | null = null;
+  private readonly probes = new Map<string, () => void>();
+  /** Initial-status computations not yet started, per plan: subscribers arriving together share one. */
+  private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
+  /** Counters for tests and the bench: evaluations computed and messages delivered. */
+  readonly stats = { rounds: 0, evaluations: 0, deliveries: 0 };
+
+  constructor(
+    private readonly db: Database,
+    private readonly events: EventBus,
+  ) {}
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  // --- subscribing ---------------------------------------------------------------------------
+
+  /** Caller has authorized the viewer for the plan. Resolves once events are flowing. */
+  async watchPlan(viewer: Viewer, head: PlanHead, refresh: () => void): Promise<LatestQueue<GateSnapshot>> {
+    const sub: PlanSubscriber = {
+      kind: "plan",
+      viewer,
+      planId: head.id,
+      workspaceId: head.workspaceId,
+      refresh,
+      queue: new LatestQueue<GateSnapshot>(() => this.remove(sub)),
+    };
+    this.add(sub);
+    try {
+      await this.start();
+    } catch (error) {
+      this.remove(sub);
+      throw error;
+    }
+    // First message: the current status, computed after registration, so no event is missed.
+    void this.initialSnapshot(head.orgId, head.id).then(
+      (snapshot) => {
+        if (!snapshot) return sub.queue.end();
+        this.stats.deliveries++;
+        sub.queue.push(snapshot);
+        if (TERMINAL.has(snapshot.planStatus)) sub.queue.end();
+      },
+      () => sub.queue.end(),
+    );
+    return sub.queue;
+  }
+
+  async watchWorkspace(viewer: Viewer, workspace: WorkspaceHead, refresh: () => void): Promise<LatestQueue<WorkspaceGates>> {
+    const sub: WorkspaceSubscriber = {
+      kind: "workspace",
+      viewer,
+      workspaceId: workspace.id,
+      refresh,
+      queue: new LatestQueue<WorkspaceGates>(() => this.remove(sub)),
+    };
+    this.add(sub);
+    try {
+      await this.start();
+    } catch (error) {
+      this.remove(sub);
+      throw error;
+    }
+    void (async () => {
+      const version = await nextGateVersion(this.db.sql);
+      const principals = principalSource(this.db.sql, workspace.orgId);
+      const heads = await openPlanHeads(this.db.sql, workspace.orgId, [workspace.id]);
+      const plans = await Promise.all(heads.map((h) => this.evaluate(h, version, principals)));
+      this.stats.deliveries++;
+      sub.queue.push({ workspaceId: workspace.id, workspaceName: workspace.name, version, plans });
+    })().catch(() => sub.queue.end());
+    return sub.queue;
+  }
+
+  private initialSnapshot(orgId: string, planId: string): Promise<GateSnapshot | null> {
+    const waiting = this.initial.get(planId);
+    if (waiting && !waiting.started) return waiting.promise;
+    const entry = { started: false, promise: Promise.resolve<GateSnapshot | null>(null) };
+    entry.promise = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      entry.started = true;
+      if (this.initial.get(planId) === entry) this.initial.delete(planId);
+      const version = await nextGateVersion(this.db.sql);
+      const head = await loadPlanHead(this.db.sql, orgId, planId);
+      return head ? this.evaluate(head, version, principalSource(this.db.sql, orgId)) : null;
+    });
+    this.initial.set(planId, entry);
+    return entry.promise;
+  }
+
+  private add(sub: Subscriber) {
+    this.subscribers.add(sub);
+    if (sub.kind === "plan") addTo(this.byPlan, sub.planId, sub);
+    addTo(this.byWorkspace, sub.workspaceId, sub);
+    addTo(this.byOrg, sub.viewer.orgId, sub);
+  }
+
+  private remove(sub: Subscriber) {
+    if (!this.subscribers.delete(sub)) return;
+    if (sub.kind === "plan") removeFrom(this.byPlan, sub.planId, sub);
+    removeFrom(this.byWorkspace, sub.workspaceId, sub);
+    removeFrom(this.byOrg, sub.viewer.orgId, sub);
+    if (this.subscribers.size === 0) this.stop();
+  }
+
+  // --- the bus -------------------------------------------------------------------------------
+
+  private start(): Promise<void> {
+    this.ready ??= this.listen();
+    return this.ready;
+  }
+
+  private async listen(): Promise<void> {
+    // authz first: Redis processes SUBSCRIBEs in order, so the gate probe proves both.
+    const authz = this.events.subscribe("authz:changed");
+    const gate = this.events.subscribe("gate:changed");
+    this.iterators = [authz, gate];
+    void this.consume<Topics["authz:changed"]>(authz, (e) => this.mark(e.orgId, null));
+    const probe = randomUUID();
+    const arrived = new Promise<void>((resolve) => this.probes.set(probe, resolve));
+    void this.consume<Topics["gate:changed"]>(gate, (e) => {
+      if (e.reason.startsWith("probe:")) return this.probes.get(e.reason.slice(6))?.();
+      this.mark(e.orgId, e.workspaceIds);
+    });
+    // Publish until our own probe comes back: then the subscription is live on the bus.
+    let timer: NodeJS.Timeout | undefined;
+    const publish = () => this.events.publish("gate:changed", { orgId: "", workspaceIds: [], reason: `probe:${probe}` });
+    try {
+      publish();
+      timer = setInterval(publish, 200);
+      await Promise.race([
+        arrived,
+        new Promise((_, reject) => setTimeout(() => reject(new Error("The event bus did not deliver within 10 s.")), 10_000).unref()),
+      ]);
+    } catch (error) {
+      this.stop();
+      throw error;
+    } finally {
+      clearInterval(timer);
+      this.probes.delete(probe);
+    }
+  }
+
+  private async consume<E extends { orgId: string }>(iterator: AsyncIterator<E>, handle: (event: E) => void) {
+    try {
+      for (;;) {
+        const { value, done } = await iterator.next();
+        if (done) return;
+        if (value && typeof value === "object" && typeof value.orgId === "string") handle(value);
+      }
+    } catch {
+      // The bus closed: nothing more to route.
+    }
+  }
+
+  private stop() {
+    const iterators = this.iterators;
+    this.iterators = [];
+    this.ready = null;
+    for (const it of iterators) void it.return?.();
+  }
+
+  // --- routing -------------------------------------------------------------------------------
+
+  private mark(orgId: string, workspaceIds: readonly string[] | null) {
+    if (!orgId || !this.byOrg.has(orgId)) return;
+    const dirty = this.dirty.get(orgId) ?? { all: false, workspaceIds: new Set<string>() };
+    if (workspaceIds === null) dirty.all = true;
+    else for (const id of workspaceIds) if (this.byWorkspace.has(id)) dirty.workspaceIds.add(id);
+    if (!dirty.all && dirty.workspaceIds.size === 0) return;
+    this.dirty.set(orgId, dirty);
+    this.working ??= this.work().finally(() => (this.working = null));
+  }
+
+  private async work(): Promise<void> {
+    while (this.dirty.size > 0) {
+      const round = [...this.dirty];
+      this.dirty.clear();
+      this.stats.rounds++;
+      await Promise.all(round.map(([orgId, dirty]) => this.recompute(orgId, dirty).catch(() => {})));
+    }
+  }
+
+  /** One round for one organization: one version, one evaluation per affected plan. */
+  private async recompute(orgId: string, dirty: Dirty): Promise<void> {
+    const subs = [...(this.byOrg.get(orgId) ?? [])].filter((s) => dirty.all || dirty.workspaceIds.has(s.workspaceId));
+    if (subs.length === 0) return;
+    const sql = this.db.sql;
+    const version = await nextGateVersion(sql);
+    const principals = principalSource(sql, orgId);
+
+    const planIds = [...new Set(subs.filter((s): s is PlanSubscriber => s.kind === "plan").map((s) => s.planId))];
+    const workspaceIds = [...new Set(subs.filter((s) => s.kind === "workspace").map((s) => s.workspaceId))];
+    const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
+      planIds.length === 0
+        ? Promise.resolve<PlanHead[]>([])
+        : sql.query<PlanHead>(
+            `SELECT p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
+                    p."applyEvaluation", w.name AS "workspaceName", w."requiredApprovals",
+                    (w."archivedAt" IS NOT NULL) AS archived, s."authzGroups"
+               FROM plans p JOIN workspaces w ON w.id = p."workspaceId" JOIN stacks s ON s.id = w."stackId"
+              WHERE p.id = ANY($1::text[]) AND p."orgId" = $2`,
+            [planIds, orgId],
+          ),
+      openPlanHeads(sql, orgId, workspaceIds),
+      workspaceIds.length === 0
+        ? Promise.resolve<WorkspaceHead[]>([])
+        : sql.query<WorkspaceHead>(
+            `SELECT w.id, w."orgId", w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId"
+              WHERE w.id = ANY($1::text[]) AND w."orgId" = $2`,
+            [workspaceIds, orgId],
+          ),
+    ]);
+
+    // Memoized by plan id for this version: each affected plan is evaluated once.
+    const snapshots = new Map<string, Promise<GateSnapshot>>();
+    const snapshot = (head: PlanHead) => {
+      let s = snapshots.get(head.id);
+      if (!s) {
+        s = this.evaluate(head, version, principals);
+        snapshots.set(head.id, s);
+      }
+      return s;
+    };
+    const heads = new Map<string, PlanHead>([...watchedHeads, ...openHeads].map((h) => [h.id, h]));
+    const workspaces = new Map(workspaceHeads.map((w) => [w.id, w]));
+    const openByWorkspace = new Map<string, PlanHead[]>();
+    for (const h of openHeads) addToList(openByWorkspace, h.workspaceId, h);
+
+    await Promise.all(
+      subs.map(async (sub) => {
+        const name =
+          sub.kind === "plan" ? heads.get(sub.planId)?.workspaceName : workspaces.get(sub.workspaceId)?.name;
+        const groups =
+          sub.kind === "plan" ? heads.get(sub.planId)?.authzGroups : workspaces.get(sub.workspaceId)?.authzGroups;
+        if (name === undefined || groups === undefined) return sub.queue.end();
+        // Authorize every delivery with the principal as it is now.
+        sub.refresh();
+        const allowed = checkPermission(await principals(sub.viewer.userId), workspaceTarget({ name, authzGroups: groups }, "read")).allowed;
+        if (!allowed) return sub.queue.end();
+        if (sub.kind === "plan") {
+          const s = await snapshot(heads.get(sub.planId)!);
+          this.stats.deliveries++;
+          sub.queue.push(s);
+          if (TERMINAL.has(s.planStatus)) sub.queue.end();
+        } else {
+          const plans = await Promise.all((openByWorkspace.get(sub.workspaceId) ?? []).map(snapshot));
+          this.stats.deliveries++;
+          sub.queue.push({ workspaceId: sub.workspaceId, workspaceName: name, version, plans });
+        }
+      }),
+    );
+  }
+
+  private evaluate(head: PlanHead, version: number, principals: PrincipalSource): Promise<GateSnapshot> {
+    this.stats.evaluations++;
+    return snapshotOf(this.db.sql, head, version, principals);
+  }
+}
+
+function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(value);
+}
+
+function removeFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
+  const set = map.get(key);
+  if (!set) return;
+  set.delete(value);
+  if (set.size === 0) map.delete(key);
+}
+
+function addToList<K, V>(map: Map<K, V[]>, key: K, value: V) {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}

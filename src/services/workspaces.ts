@@ -1,0 +1,227 @@
+// Workspaces: a stack's deployment targets, each with its baseline (seed 000, "Baseline
+// approvals": "A workspace's required approvals is the baseline ... It defaults to 0").
+// Archived, never deleted ("workspaces are archived rather than removed").
+//
+// Permissions are the workspace family, matched by the workspace name and receiving its stack's
+// authz groups (src/domain/catalog/matrix.ts). Every change that can move a gate publishes
+// gate:changed for the workspace after commit.
+
+import { z } from "zod";
+import type { Authz } from "../authz/authz.js";
+import { namePageQuery } from "../authz/list-filter.js";
+import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget } from "./gate.js";
+import { uniqueViolation } from "./prisma-errors.js";
+import { findReadableStack, parseInput, ResourceName } from "./stacks.js";
+
+export interface GateDeps {
+  db: Database;
+  authz: Authz;
+  events: EventBus;
+}
+
+/** A baseline no reasonable review process exceeds; the seed sets no upper bound. */
+export const MAX_REQUIRED_APPROVALS = 20;
+
+const Environment = z
+  .string()
+  .min(1, "An environment is required.")
+  .max(50, "An environment is at most 50 characters.")
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "An environment uses letters, digits, '.', '_', '-'.");
+
+const RequiredApprovals = z
+  .number()
+  .int("The baseline is a whole number of approvals.")
+  .min(0, "The baseline is at least 0 (0 means anyone who can see the workspace can apply).")
+  .max(MAX_REQUIRED_APPROVALS, `The baseline is at most ${MAX_REQUIRED_APPROVALS}.`);
+
+export function publishGateChange(events: EventBus, orgId: string, workspaceIds: readonly string[], reason: string): void {
+  if (workspaceIds.length === 0) return;
+  events.publish("gate:changed", { orgId, workspaceIds: [...new Set(workspaceIds)], reason });
+}
+
+export type WorkspaceWithStack = NonNullable<Awaited<ReturnType<typeof findWorkspaceInOrg>>>;
+
+export async function findWorkspaceInOrg(db: Database, orgId: string, id: string) {
+  return db.prisma.workspace.findFirst({
+    where: { id, orgId },
+    include: { stack: { select: { id: true, name: true, authzGroups: true } } },
+  });
+}
+
+export const targetOf = (w: WorkspaceWithStack, action: Parameters<typeof workspaceTarget>[1]) =>
+  workspaceTarget({ name: w.name, authzGroups: w.stack.authzGroups }, action);
+
+/** A workspace of the viewer's org the viewer may read, or NotFound (never "forbidden"). */
+export async function findReadableWorkspace(db: Database, authz: Authz, id: string): Promise<WorkspaceWithStack> {
+  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const workspace = await findWorkspaceInOrg(db, viewer.orgId, id);
+  if (!workspace || !(await authz.can(targetOf(workspace, "read")))) throw new NotFoundError("Workspace", id);
+  return workspace;
+}
+
+/**
+ * The workspace for an action: NotFound when it is not in the org or the viewer can neither
+ * read it nor perform the action; PermissionDenied naming the tuple when they can read it.
+ */
+export async function findWorkspaceFor(
+  db: Database,
+  authz: Authz,
+  id: string,
+  action: Parameters<typeof workspaceTarget>[1],
+): Promise<WorkspaceWithStack> {
+  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const workspace = await findWorkspaceInOrg(db, viewer.orgId, id);
+  if (!workspace) throw new NotFoundError("Workspace", id);
+  if (await authz.can(targetOf(workspace, action))) return workspace;
+  if (!(await authz.can(targetOf(workspace, "read")))) throw new NotFoundError("Workspace", id);
+  throw new PermissionDeniedError({ resourceType: "workspace", action, matchValue: workspace.name });
+}
+
+export function assertNotArchived(workspace: { name: string; archivedAt: Date | null }): void {
+  if (workspace.archivedAt) {
+    throw new InvalidStateError("Workspace", "archived", `Workspace ${workspace.name} is archived: unarchive it first.`);
+  }
+}
+
+export const CreateWorkspaceInput = z.object({
+  stackId: z.string().min(1),
+  name: ResourceName,
+  environment: Environment.default("dev"),
+  requiredApprovals: RequiredApprovals.default(0),
+});
+
+/** (workspace, create, <name>) with the stack's groups, on a stack the viewer can see. */
+export async function createWorkspace({ db, authz }: GateDeps, raw: unknown) {
+  const input = parseInput(CreateWorkspaceInput, raw);
+  const stack = await findReadableStack(db, authz, input.stackId);
+  await authz.require({ resourceType: "workspace", action: "create", matchValue: input.name, groups: stack.authzGroups });
+  try {
+    return await db.prisma.workspace.create({
+      data: {
+        orgId: stack.orgId,
+        stackId: stack.id,
+        name: input.name,
+        environment: input.environment,
+        requiredApprovals: input.requiredApprovals,
+      },
+    });
+  } catch (error) {
+    if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${input.name} already exists in this organization.`);
+    throw error;
+  }
+}
+
+export const UpdateWorkspaceInput = z.object({
+  id: z.string().min(1),
+  name: ResourceName.optional(),
+  environment: Environment.optional(),
+  requiredApprovals: RequiredApprovals.optional(),
+});
+
+/**
+ * (workspace, update) on the workspace as it is; a rename re-checks update against the new name
+ * without groups (as a stack rename does). A baseline edit or a rename (the name is the match
+ * value of approve grants) can move every open gate on the workspace: gate:changed.
+ */
+export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
+  const input = parseInput(UpdateWorkspaceInput, raw);
+  const workspace = await findWorkspaceFor(db, authz, input.id, "update");
+  assertNotArchived(workspace);
+  const name = input.name ?? workspace.name;
+  if (name !== workspace.name) {
+    await authz.require({ resourceType: "workspace", action: "update", matchValue: name, groups: null });
+  }
+  let updated;
+  try {
+    updated = await db.prisma.$transaction(async (tx) => {
+      // The baseline is a gate input: serialize with applyPlan (src/services/gate.ts).
+      await lockWorkspaces(txSql(tx), [workspace.id]);
+      return tx.workspace.update({
+        where: { id: workspace.id },
+        data: { name, environment: input.environment, requiredApprovals: input.requiredApprovals },
+      });
+    }, LOCKING_TX_OPTIONS);
+  } catch (error) {
+    if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${name} already exists in this organization.`);
+    throw error;
+  }
+  const gateMoved = updated.requiredApprovals !== workspace.requiredApprovals || updated.name !== workspace.name;
+  if (gateMoved) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_updated");
+  return updated;
+}
+
+/**
+ * Archiving keeps everything (plans and approvals are never deleted) and makes the workspace
+ * read-only. Its planned plans are discarded (they can no longer apply); an applying plan must
+ * be reported first, so the runner's result is never orphaned.
+ */
+export async function archiveWorkspace({ db, authz, events }: GateDeps, id: string) {
+  const workspace = await findWorkspaceFor(db, authz, id, "archive");
+  assertNotArchived(workspace);
+  const updated = await db.prisma.$transaction(async (tx) => {
+    await lockWorkspaces(txSql(tx), [workspace.id]);
+    const applying = await tx.plan.count({ where: { workspaceId: workspace.id, status: "applying" } });
+    if (applying > 0) {
+      throw new InvalidStateError("Workspace", "applying", `A plan is applying on ${workspace.name}: report its result before archiving.`);
+    }
+    await tx.plan.updateMany({
+      where: { workspaceId: workspace.id, status: "planned" },
+      data: { status: "discarded", discardReason: "workspace_archived" },
+    });
+    return tx.workspace.update({ where: { id: workspace.id }, data: { archivedAt: new Date() } });
+  }, LOCKING_TX_OPTIONS);
+  publishGateChange(events, workspace.orgId, [workspace.id], "workspace_archived");
+  return updated;
+}
+
+export async function unarchiveWorkspace({ db, authz, events }: GateDeps, id: string) {
+  const workspace = await findWorkspaceFor(db, authz, id, "archive");
+  if (!workspace.archivedAt) return workspace;
+  const updated = await db.prisma.workspace.update({ where: { id: workspace.id }, data: { archivedAt: null } });
+  publishGateChange(events, workspace.orgId, [workspace.id], "workspace_unarchived");
+  return updated;
+}
+
+interface WorkspaceNameRow {
+  id: string;
+  name: string;
+  stackId: string;
+  archivedAt: Date | null;
+}
+
+/** How many SQL pages a filtered list scans at most before it returns a short page. */
+const MAX_SCANNED_PAGES = 20;
+
+/**
+ * One ordered page of the workspaces the viewer may read, filtered in SQL by their grants
+ * (src/authz/list-filter.ts). Archived workspaces and other stacks' are skipped by scanning on
+ * from the cursor; the returned ids are loaded by the caller in one query with whatever the
+ * page selects (reservations and who placed them included).
+ */
+export async function listWorkspaceIds(
+  db: Database,
+  authz: Authz,
+  options: { first: number; after: string | null; stackId?: string | null; includeArchived?: boolean },
+): Promise<{ rows: WorkspaceNameRow[]; hasNextPage: boolean; lastScanned: string | null }> {
+  const scope = await authz.scope("workspace", "read");
+  const orgId = authz.viewer!.orgId;
+  const keep = (row: WorkspaceNameRow) =>
+    (options.includeArchived || row.archivedAt === null) && (!options.stackId || row.stackId === options.stackId);
+  const rows: WorkspaceNameRow[] = [];
+  let after = options.after;
+  for (let page = 0; page < MAX_SCANNED_PAGES; page++) {
+    const query = namePageQuery("workspace", orgId, scope, after, options.first + 1);
+    if (!query) break;
+    const fetched = await db.sql.query<WorkspaceNameRow>(query.text, query.params);
+    for (const row of fetched) if (keep(row)) rows.push(row);
+    if (rows.length > options.first || fetched.length <= options.first) {
+      return { rows: rows.slice(0, options.first), hasNextPage: rows.length > options.first, lastScanned: null };
+    }
+    after = fetched.at(-1)!.name;
+  }
+  // Scanned the maximum: a short page that says where to go on from.
+  return { rows: rows.slice(0, options.first), hasNextPage: true, lastScanned: after };
+}
