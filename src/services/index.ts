@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AppDeps } from "../app.js";
+import { createApprovalsRuntime, type ApprovalsRuntime } from "../approvals/runtime.js";
 
 /** An extra HTTP route served beside /graphql (the gateway's resume endpoint, the dashboard). */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
@@ -8,17 +9,26 @@ export interface Services {
   config: AppDeps["config"];
   /** Extra HTTP routes, tried in order before GraphQL. */
   http: HttpHandler | null;
+  /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
+  approvals: ApprovalsRuntime;
   close(): Promise<void>;
 }
 
 export function createServices(deps: AppDeps): Services {
   const handlers: HttpHandler[] = [];
+  const approvals = createApprovalsRuntime(deps);
+  if (approvals.http) handlers.push(approvals.http);
+  // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
+  if (deps.config.workers === "all") approvals.startWorkers();
   return {
     config: deps.config,
+    approvals,
     http: async (req, res, url) => {
       for (const handler of handlers) if (await handler(req, res, url)) return true;
       return false;
     },
-    async close() {},
+    async close() {
+      await approvals.close();
+    },
   };
 }

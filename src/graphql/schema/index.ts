@@ -6,6 +6,7 @@ import "./catalog.js";
 import "./organization.js";
 import "./stack.js";
 import "./access.js";
+import "./approvals.js";
 import "./gate.js";
 import "./workspace.js";
 import "./plan.js";

@@ -1,0 +1,391 @@
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type { RuleSnapshot } from "../domain/approvals/policy.js";
+import { mintApprovalToken } from "../gateway/approval-token.js";
+import type { ApprovalTicket } from "../gateway/errors.js";
+import { RESUME_PATH, type ResumeBody } from "../gateway/gateway.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import type { Logger } from "../infra/logger.js";
+import { currentPolicySetHash } from "./policies.js";
+import { currentQuorum } from "./quorum.js";
+import { expireOverdueRequests } from "./requests.js";
+import { lockWorkspace } from "./workspaces.js";
+
+/**
+ * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt
+ * fence, re-verifies everything under the workspace lock, mints the approval token, commits,
+ * then calls the gateway's resume endpoint with the key HASH, the original arguments, the
+ * idempotency key and the token.
+ *
+ * Fencing: leasing increments `fence`; every later write of the attempt says
+ * `WHERE fence = <mine> AND status = 'leased'`. A worker whose lease expired and was taken over
+ * writes nothing — its preflight cannot commit, so it never dispatches — and the new holder's
+ * dispatch of an already-executed call is replayed by the gateway, never executed again.
+ */
+
+export const PREFLIGHT_CODES = [
+  "approval_not_executable",
+  "approval_expired",
+  "workspace_frozen",
+  "policy_changed",
+  "reviewer_authority_changed",
+  "key_unavailable",
+] as const;
+export type PreflightCode = (typeof PREFLIGHT_CODES)[number];
+
+export type DeliveryOptions = {
+  db: Database;
+  events: EventBus;
+  logger: Logger;
+  approvalSecret: string;
+  tokenIssuer?: string;
+  tokenAudience?: string;
+  /** Approval token lifetime. Default 300 s. */
+  tokenTtlSeconds?: number;
+  /** The gateway's base URL; resume is `POST <gatewayUrl>/internal/v1/approvals/resume`. */
+  gatewayUrl: string;
+  /** The bearer token the gateway's resume endpoint expects. */
+  serviceToken: string;
+  /** Default 10 s (COUNTERSIGN_DELIVERY_INTERVAL_MS). */
+  intervalMs?: number;
+  batchSize?: number;
+  /** Default 60 s; always longer than the HTTP timeout, so a live attempt keeps its lease. */
+  leaseMs?: number;
+  httpTimeoutMs?: number;
+  /** Backoff: base × 2^(attempt-1), capped. Defaults 2 s and 5 min. */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  maxAttempts?: number;
+  owner?: string;
+  fetch?: typeof fetch;
+  /** Run a tick as soon as a request is approved (the event bus carries it across processes). Default true. */
+  wakeOnApproval?: boolean;
+};
+
+export type LeasedJob = { id: string; requestId: string; fence: number; attempts: number };
+
+export type DeliveryResult =
+  | { kind: "lost_lease" }
+  | { kind: "preflight_failed"; code: PreflightCode }
+  | { kind: "delivered"; replayed: boolean }
+  | { kind: "execution_failed" }
+  | { kind: "retry"; reason: string; nextRunAt: Date }
+  | { kind: "failed"; code: string };
+
+export type DeliveryWorker = {
+  tick(): Promise<DeliveryResult[]>;
+  /** Leases due jobs (exported for tests that interleave two workers). */
+  lease(limit?: number): Promise<LeasedJob[]>;
+  deliver(job: LeasedJob): Promise<DeliveryResult>;
+  start(): void;
+  stop(): Promise<void>;
+  readonly owner: string;
+};
+
+type Dispatch = { body: ResumeBody; orgId: string; workspaceId: string };
+
+export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
+  const { db, events, logger } = options;
+  const owner = options.owner ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  const intervalMs = options.intervalMs ?? 10_000;
+  const batchSize = options.batchSize ?? 20;
+  const httpTimeoutMs = options.httpTimeoutMs ?? 15_000;
+  const leaseMs = Math.max(options.leaseMs ?? 60_000, httpTimeoutMs * 2);
+  const retryBaseMs = options.retryBaseMs ?? 2_000;
+  const retryMaxMs = options.retryMaxMs ?? 300_000;
+  const maxAttempts = options.maxAttempts ?? 10;
+  const doFetch = options.fetch ?? fetch;
+  const resumeUrl = new URL(RESUME_PATH, options.gatewayUrl).toString();
+  const log = logger.child({ worker: "approval-delivery", owner });
+
+  async function lease(limit = batchSize): Promise<LeasedJob[]> {
+    return db.sql.query<LeasedJob>(
+      `UPDATE delivery_jobs j
+          SET status = 'leased', fence = j.fence + 1, "leaseOwner" = $1,
+              "leaseExpiresAt" = now() + make_interval(secs => $2::double precision / 1000),
+              attempts = j.attempts + 1, "updatedAt" = now()
+        WHERE j.id IN (
+          SELECT id FROM delivery_jobs
+           WHERE (status = 'queued' AND "nextRunAt" <= now()) OR (status = 'leased' AND "leaseExpiresAt" <= now())
+           ORDER BY "nextRunAt"
+           LIMIT $3
+           FOR UPDATE SKIP LOCKED)
+        RETURNING j.id, j."requestId", j.fence, j.attempts`,
+      [owner, leaseMs, limit],
+    );
+  }
+
+  function publish(orgId: string, workspaceId: string, requestId: string, reason: string): void {
+    events.publish("approval:changed", { orgId, workspaceId, requestId, reason });
+  }
+
+  /** Step 1 and 2 of the seed: preflight under the workspace lock, then mint; one transaction. */
+  async function preflight(job: LeasedJob): Promise<{ kind: "lost_lease" } | { kind: "failed"; code: PreflightCode; orgId: string; workspaceId: string } | { kind: "dispatch"; dispatch: Dispatch }> {
+    const head = await db.prisma.approvalRequest.findUnique({ where: { id: job.requestId }, select: { workspaceId: true } });
+    if (!head) return { kind: "lost_lease" };
+    return db.prisma.$transaction(async (tx) => {
+      const workspace = await lockWorkspace(tx, head.workspaceId);
+      const [request] = await tx.$queryRaw<
+        {
+          id: string;
+          orgId: string;
+          workspaceId: string;
+          virtualKeyId: string;
+          connectionId: string;
+          tool: string;
+          logicalTool: string | null;
+          invocationId: string;
+          idempotencyKey: string;
+          argumentHash: string;
+          requestSnapshot: unknown;
+          status: string;
+          executionStatus: string;
+          expiresAt: Date;
+          policySetHash: string;
+          matchedRules: unknown;
+        }[]
+      >`SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", "invocationId",
+               "idempotencyKey", "argumentHash", "requestSnapshot", status::text AS status,
+               "executionStatus"::text AS "executionStatus", "expiresAt", "policySetHash", "matchedRules"
+          FROM approval_requests WHERE id = ${job.requestId} FOR UPDATE`;
+      const [fenced] = await tx.$queryRaw<{ fence: number; status: string }[]>`
+        SELECT fence, status FROM delivery_jobs WHERE id = ${job.id} FOR UPDATE`;
+      if (!request || !workspace || !fenced || fenced.fence !== job.fence || fenced.status !== "leased") return { kind: "lost_lease" as const };
+
+      const code = await (async (): Promise<PreflightCode | null> => {
+        if (request.status !== "approved" || !["pending", "dispatched"].includes(request.executionStatus) || workspace.archived) return "approval_not_executable";
+        if (new Date(request.expiresAt).getTime() <= Date.now()) return "approval_expired";
+        if (workspace.frozen) return "workspace_frozen";
+        if ((await currentPolicySetHash(tx, request.workspaceId)) !== request.policySetHash) return "policy_changed";
+        const votes = await tx.vote.findMany({ where: { requestId: request.id }, select: { userId: true, decision: true } });
+        const tally = await currentQuorum(db.sql, request.orgId, request.matchedRules as RuleSnapshot, votes);
+        if (tally.state !== "approved") return "reviewer_authority_changed";
+        const key = await tx.virtualKey.findUnique({ where: { id: request.virtualKeyId }, select: { workspaceId: true, revokedAt: true } });
+        if (!key || key.revokedAt || key.workspaceId !== request.workspaceId) return "key_unavailable";
+        return null;
+      })();
+
+      if (code !== null) {
+        await tx.deliveryJob.update({
+          where: { id: job.id },
+          data: { status: "failed", errorCode: code, lastError: null, leaseOwner: null, leaseExpiresAt: null },
+        });
+        await tx.approvalRequest.update({
+          where: { id: request.id },
+          data: {
+            revision: { increment: 1 },
+            ...(["pending", "dispatched"].includes(request.executionStatus) ? { executionStatus: "failed" as const } : {}),
+          },
+        });
+        return { kind: "failed" as const, code, orgId: request.orgId, workspaceId: request.workspaceId };
+      }
+
+      const key = await tx.virtualKey.findUniqueOrThrow({ where: { id: request.virtualKeyId }, select: { keyHash: true } });
+      const ticket = request.requestSnapshot as ApprovalTicket;
+      const token = await mintApprovalToken(
+        options.approvalSecret,
+        {
+          approvalId: request.id,
+          workspaceId: request.workspaceId,
+          keyId: request.virtualKeyId,
+          tool: request.tool,
+          argumentHash: request.argumentHash,
+          idempotencyKey: request.idempotencyKey,
+        },
+        {
+          ...(options.tokenIssuer ? { issuer: options.tokenIssuer } : {}),
+          ...(options.tokenAudience ? { audience: options.tokenAudience } : {}),
+          ...(options.tokenTtlSeconds ? { ttlSeconds: options.tokenTtlSeconds } : {}),
+        },
+      );
+      if (request.executionStatus === "pending") {
+        await tx.approvalRequest.update({ where: { id: request.id }, data: { executionStatus: "dispatched", revision: { increment: 1 } } });
+      }
+      return {
+        kind: "dispatch" as const,
+        dispatch: {
+          orgId: request.orgId,
+          workspaceId: request.workspaceId,
+          body: {
+            approval_id: request.id,
+            workspace_id: request.workspaceId,
+            virtual_key_id: request.virtualKeyId,
+            key_hash: key.keyHash,
+            connection_id: request.connectionId,
+            tool: request.tool,
+            logical_tool: request.logicalTool,
+            invocation_id: request.invocationId,
+            arguments: ticket.arguments,
+            idempotency_key: request.idempotencyKey,
+            token,
+          },
+        },
+      };
+    });
+  }
+
+  /** A fenced final write: nothing happens unless this attempt still holds the lease. */
+  async function finish(
+    job: LeasedJob,
+    dispatch: Dispatch,
+    jobStatus: "delivered" | "failed",
+    executionStatus: "executed" | "failed",
+    errorCode: string | null,
+    lastError: string | null,
+  ): Promise<boolean> {
+    return db.prisma.$transaction(async (tx) => {
+      const { count } = await tx.deliveryJob.updateMany({
+        where: { id: job.id, fence: job.fence, status: "leased" },
+        data: { status: jobStatus, errorCode, lastError, leaseOwner: null, leaseExpiresAt: null },
+      });
+      if (count === 0) return false;
+      await tx.approvalRequest.update({ where: { id: dispatch.body.approval_id }, data: { executionStatus, revision: { increment: 1 } } });
+      return true;
+    });
+  }
+
+  async function retry(job: LeasedJob, dispatch: Dispatch, reason: string): Promise<DeliveryResult> {
+    if (job.attempts >= maxAttempts) {
+      const ok = await finish(job, dispatch, "failed", "failed", "delivery_exhausted", reason);
+      if (ok) publish(dispatch.orgId, dispatch.workspaceId, dispatch.body.approval_id, "delivery_failed");
+      return ok ? { kind: "failed", code: "delivery_exhausted" } : { kind: "lost_lease" };
+    }
+    const delay = Math.min(retryBaseMs * 2 ** (job.attempts - 1), retryMaxMs);
+    const nextRunAt = new Date(Date.now() + delay);
+    const { count } = await db.prisma.deliveryJob.updateMany({
+      where: { id: job.id, fence: job.fence, status: "leased" },
+      data: { status: "queued", nextRunAt, lastError: reason, leaseOwner: null, leaseExpiresAt: null },
+    });
+    if (count === 0) return { kind: "lost_lease" };
+    log.warn({ jobId: job.id, requestId: job.requestId, attempts: job.attempts, reason, nextRunAt }, "resume not delivered; retrying");
+    return { kind: "retry", reason, nextRunAt };
+  }
+
+  async function deliver(job: LeasedJob): Promise<DeliveryResult> {
+    const checked = await preflight(job);
+    if (checked.kind === "lost_lease") return checked;
+    if (checked.kind === "failed") {
+      log.warn({ jobId: job.id, requestId: job.requestId, code: checked.code }, "delivery preflight failed");
+      publish(checked.orgId, checked.workspaceId, job.requestId, "delivery_failed");
+      return { kind: "preflight_failed", code: checked.code };
+    }
+    const { dispatch } = checked;
+    publish(dispatch.orgId, dispatch.workspaceId, job.requestId, "dispatched");
+
+    // Step 3: the transaction is committed; call the gateway.
+    let status: number;
+    let body: { status?: string; error?: string; retryable?: boolean; replayed?: boolean } = {};
+    try {
+      const response = await doFetch(resumeUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${options.serviceToken}` },
+        body: JSON.stringify(dispatch.body),
+        signal: AbortSignal.timeout(httpTimeoutMs),
+      });
+      status = response.status;
+      body = (await response.json().catch(() => ({}))) as typeof body;
+    } catch (error) {
+      return retry(job, dispatch, `gateway unreachable: ${error instanceof Error ? error.message : String(error)}`);
+    }
+
+    if (status === 200 && body.status === "executed") {
+      const ok = await finish(job, dispatch, "delivered", "executed", null, null);
+      if (!ok) return { kind: "lost_lease" };
+      publish(dispatch.orgId, dispatch.workspaceId, job.requestId, "executed");
+      return { kind: "delivered", replayed: body.replayed === true };
+    }
+    if (body.error === "execution_failed") {
+      const ok = await finish(job, dispatch, "failed", "failed", "execution_failed", null);
+      if (!ok) return { kind: "lost_lease" };
+      publish(dispatch.orgId, dispatch.workspaceId, job.requestId, "execution_failed");
+      return { kind: "execution_failed" };
+    }
+    if (status >= 500 || status === 429 || body.retryable === true) {
+      return retry(job, dispatch, `gateway answered ${status} ${body.error ?? ""}`.trim());
+    }
+    const code = `gateway_${body.error ?? status}`;
+    const ok = await finish(job, dispatch, "failed", "failed", code, `gateway answered ${status}`);
+    if (!ok) return { kind: "lost_lease" };
+    log.warn({ jobId: job.id, requestId: job.requestId, status, code }, "gateway refused the resume");
+    publish(dispatch.orgId, dispatch.workspaceId, job.requestId, "delivery_failed");
+    return { kind: "failed", code };
+  }
+
+  async function tick(): Promise<DeliveryResult[]> {
+    await expireOverdueRequests(db, events);
+    const results: DeliveryResult[] = [];
+    for (let round = 0; round < 100; round++) {
+      const jobs = await lease();
+      if (jobs.length === 0) break;
+      results.push(...(await Promise.all(jobs.map((job) => deliver(job).catch((error: unknown): DeliveryResult => {
+        log.error({ err: error, jobId: job.id }, "delivery attempt crashed; the lease will expire and another attempt follows");
+        return { kind: "lost_lease" };
+      })))));
+      if (jobs.length < batchSize) break;
+    }
+    return results;
+  }
+
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = true;
+  let wakeRequested = false;
+  let subscription: (AsyncIterator<unknown> & AsyncIterable<unknown>) | null = null;
+
+  function runNow(): void {
+    if (stopped) return;
+    if (running) {
+      wakeRequested = true;
+      return;
+    }
+    if (timer) clearTimeout(timer);
+    running = tick()
+      .then((results) => {
+        if (results.length > 0) log.info({ results: results.map((r) => r.kind) }, "delivery jobs run");
+      })
+      .catch((error: unknown) => log.error({ err: error }, "delivery tick failed"))
+      .finally(() => {
+        running = null;
+        if (wakeRequested) {
+          wakeRequested = false;
+          runNow();
+        } else schedule();
+      });
+  }
+
+  function schedule(): void {
+    if (stopped) return;
+    timer = setTimeout(runNow, intervalMs);
+  }
+
+  return {
+    owner,
+    tick,
+    lease,
+    deliver,
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      runNow();
+      if (options.wakeOnApproval !== false) {
+        const iterator = events.subscribe("approval:changed");
+        subscription = iterator;
+        void (async () => {
+          try {
+            for await (const event of iterator) if (event.reason === "approved") runNow();
+          } catch (error) {
+            log.warn({ err: error }, "approval wake-up subscription ended");
+          }
+        })();
+      }
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await subscription?.return?.();
+      subscription = null;
+      await running;
+    },
+  };
+}

@@ -1,0 +1,413 @@
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
+import { APPROVAL_STREAM, decodeTicket, type ApprovalTicket } from "../gateway/errors.js";
+import { canonicalJson, sha256Hex } from "../gateway/canonical.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import type { Logger } from "../infra/logger.js";
+import { toDomainPolicy } from "./policies.js";
+import type { Tx } from "./workspaces.js";
+
+/**
+ * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
+ * group, validates each entry, binds it to a live workspace, virtual key and active
+ * connection, and inserts the ApprovalRequest — matched against the workspace's active
+ * policies, closed at once as default_deny when no allow rule covers it.
+ *
+ * Acknowledgement comes only after the commit, or at once for input that can never become
+ * valid. A crash between the commit and the XACK leaves the entry pending; XAUTOCLAIM hands it
+ * to a live consumer, whose insert finds the same row with the same payload hash — a duplicate,
+ * acknowledged, nothing filed twice. The same approval_id with another payload is a collision:
+ * rejected, acknowledged, logged.
+ */
+
+export type IngestOptions = {
+  db: Database;
+  redis: Redis;
+  events: EventBus;
+  logger: Logger;
+  /** Default `stream:approvals`. */
+  streamKey?: string;
+  /** Default `countersign-ingest`. */
+  group?: string;
+  /** Unique per process. Default `<host>-<pid>-<random>`. */
+  consumer?: string;
+  /** Default 10 s (COUNTERSIGN_INGEST_INTERVAL_MS). */
+  intervalMs?: number;
+  /** Entries per XREADGROUP / XAUTOCLAIM and per insert transaction. Default 500. */
+  batchSize?: number;
+  /** Pending entries idle this long are reclaimed from whichever consumer holds them. Default 60 s. */
+  claimIdleMs?: number;
+  now?: () => Date;
+  /** Runs after the commit and before the XACK: tests stop here to play a crash. */
+  beforeAck?: (entryIds: string[]) => Promise<void> | void;
+};
+
+export type IngestStats = {
+  read: number;
+  reclaimed: number;
+  inserted: number;
+  defaultDenied: number;
+  duplicates: number;
+  collisions: number;
+  invalid: number;
+  unbound: number;
+  /** Left pending to retry (their connection is inactive, for now). */
+  deferred: number;
+};
+
+type Entry = [id: string, fields: string[] | null];
+
+type Bound = { entryId: string; ticket: ApprovalTicket; canonical: string; fingerprint: string };
+
+export type IngestWorker = {
+  tick(): Promise<IngestStats>;
+  start(): void;
+  stop(): Promise<void>;
+  readonly consumer: string;
+};
+
+export function createIngestWorker(options: IngestOptions): IngestWorker {
+  const { db, redis, events, logger } = options;
+  const streamKey = options.streamKey ?? APPROVAL_STREAM;
+  const group = options.group ?? "countersign-ingest";
+  const consumer = options.consumer ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  const intervalMs = options.intervalMs ?? 10_000;
+  const batchSize = options.batchSize ?? 500;
+  const claimIdleMs = options.claimIdleMs ?? 60_000;
+  const now = options.now ?? (() => new Date());
+  const log = logger.child({ worker: "approval-ingest", consumer, stream: streamKey });
+  let groupReady = false;
+
+  async function ensureGroup(): Promise<void> {
+    if (groupReady) return;
+    try {
+      // From 0: tickets written before the group existed are filed too.
+      await redis.xgroup("CREATE", streamKey, group, "0", "MKSTREAM");
+    } catch (error) {
+      if (!String(error).includes("BUSYGROUP")) throw error;
+    }
+    groupReady = true;
+  }
+
+  const emptyStats = (): IngestStats => ({ read: 0, reclaimed: 0, inserted: 0, defaultDenied: 0, duplicates: 0, collisions: 0, invalid: 0, unbound: 0, deferred: 0 });
+
+  function add(into: IngestStats, from: IngestStats): void {
+    for (const key of Object.keys(into) as (keyof IngestStats)[]) into[key] += from[key];
+  }
+
+  async function tick(): Promise<IngestStats> {
+    await ensureGroup();
+    const stats = emptyStats();
+    // 1. Reclaim what a crashed (or this) consumer left pending.
+    let cursor = "0-0";
+    for (let round = 0; round < 100; round++) {
+      const [next, entries] = (await redis.xautoclaim(streamKey, group, consumer, claimIdleMs, cursor, "COUNT", batchSize)) as [string, Entry[], string[]?];
+      if (entries.length > 0) {
+        const batch = await processEntries(entries);
+        batch.reclaimed = entries.length;
+        add(stats, batch);
+      }
+      cursor = next;
+      if (cursor === "0-0") break;
+    }
+    // 2. Drain new entries.
+    for (let round = 0; round < 1000; round++) {
+      const reply = (await redis.xreadgroup("GROUP", group, consumer, "COUNT", batchSize, "STREAMS", streamKey, ">")) as [string, Entry[]][] | null;
+      const entries = reply?.[0]?.[1] ?? [];
+      if (entries.length === 0) break;
+      add(stats, await processEntries(entries));
+      if (entries.length < batchSize) break;
+    }
+    return stats;
+  }
+
+  async function processEntries(entries: Entry[]): Promise<IngestStats> {
+    const stats = emptyStats();
+    stats.read = entries.length;
+    const ack: string[] = [];
+    const valid: Bound[] = [];
+    for (const [entryId, fields] of entries) {
+      if (fields === null) {
+        ack.push(entryId); // deleted from the stream while pending: nothing to file
+        continue;
+      }
+      const decoded = decodeTicket(fields);
+      if (!decoded.ok) {
+        stats.invalid++;
+        ack.push(entryId);
+        log.warn({ entryId, issues: decoded.issues }, "invalid approval ticket rejected");
+        continue;
+      }
+      // The canonical JSON is both what is stored and what the fingerprint hashes (ticketFingerprint).
+      const canonical = canonicalJson(decoded.ticket);
+      valid.push({ entryId, ticket: decoded.ticket, canonical, fingerprint: sha256Hex(canonical) });
+    }
+    let filed: FileResult;
+    try {
+      filed = await file(valid);
+    } catch (error) {
+      // One bad entry must not hold the batch hostage: file the rest one by one.
+      log.error({ err: error }, "batch insert failed; filing entries one at a time");
+      filed = { ack: [], created: [], stats: emptyStats() };
+      for (const entry of valid) {
+        try {
+          const one = await file([entry]);
+          filed.ack.push(...one.ack);
+          filed.created.push(...one.created);
+          add(filed.stats, one.stats);
+        } catch (inner) {
+          log.error({ err: inner, entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval ticket not filed; left pending");
+          filed.stats.deferred++;
+        }
+      }
+    }
+    add(stats, filed.stats);
+    ack.push(...filed.ack);
+    if (ack.length > 0) {
+      await options.beforeAck?.(ack);
+      await redis.xack(streamKey, group, ...ack);
+    }
+    for (const c of filed.created) events.publish("approval:changed", { orgId: c.orgId, workspaceId: c.workspaceId, requestId: c.id, reason: c.reason });
+    return stats;
+  }
+
+  type FileResult = { ack: string[]; created: { id: string; orgId: string; workspaceId: string; reason: string }[]; stats: IngestStats };
+
+  /** One transaction: bind, match, insert. Returns what to acknowledge once it has committed. */
+  async function file(entries: Bound[]): Promise<FileResult> {
+    const stats = emptyStats();
+    const result: FileResult = { ack: [], created: [], stats };
+    if (entries.length === 0) return result;
+
+    // The same approval_id twice in one batch: the first stands, the rest are duplicates or collisions.
+    const first = new Map<string, Bound>();
+    const unique: Bound[] = [];
+    for (const entry of entries) {
+      const seen = first.get(entry.ticket.approval_id);
+      if (!seen) {
+        first.set(entry.ticket.approval_id, entry);
+        unique.push(entry);
+      } else if (seen.fingerprint === entry.fingerprint) {
+        stats.duplicates++;
+        result.ack.push(entry.entryId);
+      } else {
+        stats.collisions++;
+        result.ack.push(entry.entryId);
+        log.error({ entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval_id collision: same id, different payload; rejected");
+      }
+    }
+
+    const at = now();
+    await db.prisma.$transaction(
+      async (tx) => {
+        const workspaceIds = [...new Set(unique.map((e) => e.ticket.workspace_id))].sort();
+        // FOR SHARE: a policy change (FOR UPDATE on the workspace) waits for this batch, so no
+        // request is filed under a policy set that is already being replaced.
+        const workspaces = new Map(
+          (
+            await tx.$queryRaw<{ id: string; orgId: string; archived: boolean }[]>`
+              SELECT id, "orgId", ("archivedAt" IS NOT NULL) AS archived FROM workspaces
+               WHERE id = ANY(${workspaceIds}::text[]) ORDER BY id FOR SHARE`
+          ).map((w) => [w.id, w]),
+        );
+        const keys = new Map(
+          (await tx.virtualKey.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.virtual_key_id))] } }, select: { id: true, workspaceId: true, revokedAt: true } })).map((k) => [k.id, k]),
+        );
+        const connections = new Map(
+          (await tx.connection.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.connection_id))] } }, select: { id: true, workspaceId: true, active: true } })).map((c) => [c.id, c]),
+        );
+        const policiesByWorkspace = await loadPolicies(tx, [...workspaces.keys()]);
+        const hashByWorkspace = new Map<string, string>();
+
+        const rows: RequestRow[] = [];
+        const rowEntries = new Map<string, Bound & { orgId: string; reason: string }>();
+        for (const entry of unique) {
+          const t = entry.ticket;
+          const workspace = workspaces.get(t.workspace_id);
+          const key = keys.get(t.virtual_key_id);
+          const connection = connections.get(t.connection_id);
+          const problem = !workspace
+            ? "unknown_workspace"
+            : workspace.archived
+              ? "workspace_archived"
+              : !key || key.workspaceId !== t.workspace_id
+                ? "unknown_virtual_key"
+                : key.revokedAt
+                  ? "virtual_key_revoked"
+                  : !connection || connection.workspaceId !== t.workspace_id
+                    ? "unknown_connection"
+                    : !connection.active
+                      ? "connection_inactive"
+                      : null;
+          const expired = Date.parse(t.expires_at) <= at.getTime();
+          if (problem === "connection_inactive" && !expired) {
+            // It may be reactivated: leave the entry pending, XAUTOCLAIM brings it back.
+            stats.deferred++;
+            log.warn({ entryId: entry.entryId, approvalId: t.approval_id }, "approval ticket's connection is inactive; retrying later");
+            continue;
+          }
+          if (problem !== null) {
+            stats.unbound++;
+            result.ack.push(entry.entryId);
+            log.warn({ entryId: entry.entryId, approvalId: t.approval_id, problem }, "approval ticket not bound; rejected");
+            continue;
+          }
+          const policies = policiesByWorkspace.get(t.workspace_id) ?? [];
+          let hash = hashByWorkspace.get(t.workspace_id);
+          if (hash === undefined) {
+            hash = policySetHash(policies);
+            hashByWorkspace.set(t.workspace_id, hash);
+          }
+          const match = matchRequest(policies, { tool: t.tool, environment: t.environment });
+          const status = expired ? "expired" : match.defaultDeny ? "default_deny" : "pending";
+          rows.push({
+            id: t.approval_id,
+            orgId: workspace!.orgId,
+            ticket: t,
+            canonical: entry.canonical,
+            fingerprint: entry.fingerprint,
+            status,
+            decidedAt: status === "pending" ? null : at,
+            policyRevisions: JSON.stringify(match.policyRevisions),
+            matchedRules: JSON.stringify(match.matchedRules),
+            policySetHash: hash,
+          });
+          rowEntries.set(t.approval_id, { ...entry, orgId: workspace!.orgId, reason: status === "pending" ? "created" : status });
+        }
+        if (rows.length === 0) return;
+
+        const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
+        const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
+        const existing = new Map(
+          conflicting.length === 0
+            ? []
+            : (await tx.approvalRequest.findMany({ where: { id: { in: conflicting } }, select: { id: true, payloadHash: true } })).map((r) => [r.id, r.payloadHash]),
+        );
+        for (const [id, entry] of rowEntries) {
+          result.ack.push(entry.entryId);
+          if (inserted.has(id)) {
+            stats.inserted++;
+            if (entry.reason === "default_deny") stats.defaultDenied++;
+            result.created.push({ id, orgId: entry.orgId, workspaceId: entry.ticket.workspace_id, reason: entry.reason });
+          } else if (existing.get(id) === entry.fingerprint) {
+            stats.duplicates++;
+          } else {
+            stats.collisions++;
+            log.error({ entryId: entry.entryId, approvalId: id }, "approval_id collision: same id, different payload; rejected");
+          }
+        }
+      },
+      { timeout: 30_000 },
+    );
+    return result;
+  }
+
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = true;
+
+  function schedule(delay: number): void {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = tick()
+        .then((stats) => {
+          if (stats.read > 0) log.info(stats, "approval stream drained");
+        })
+        .catch((error: unknown) => log.error({ err: error }, "approval ingest tick failed"))
+        .finally(() => {
+          running = null;
+          schedule(intervalMs);
+        });
+    }, delay);
+  }
+
+  return {
+    consumer,
+    tick,
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      schedule(0);
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running;
+    },
+  };
+}
+
+type RequestRow = {
+  id: string;
+  orgId: string;
+  ticket: ApprovalTicket;
+  canonical: string;
+  fingerprint: string;
+  status: "pending" | "expired" | "default_deny";
+  decidedAt: Date | null;
+  policyRevisions: string;
+  matchedRules: string;
+  policySetHash: string;
+};
+
+/**
+ * One INSERT for the whole batch, a column per array (`unnest`): Prisma's createMany costs about
+ * a millisecond a row here, this a fraction of one. ON CONFLICT DO NOTHING RETURNING tells the
+ * rows filed now from approval ids already there (duplicates or collisions).
+ */
+async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string }[]> {
+  const col = <T>(f: (row: RequestRow) => T) => rows.map(f);
+  return tx.$queryRawUnsafe<{ id: string }[]>(
+    `INSERT INTO approval_requests
+       (id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", environment, "invocationId",
+        "idempotencyKey", "argumentHash", "payloadHash", "requestSnapshot", "amountUsd", status, "closeReason", "decidedAt",
+        "policyRevisions", "matchedRules", "policySetHash", "expiresAt", "createdAt", "updatedAt")
+     SELECT id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap::jsonb, amount, st::"ApprovalRequestStatus",
+            CASE WHEN st = 'pending' THEN NULL ELSE st END, decided, pr::jsonb, mr::jsonb, psh, exp, created, now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                   $10::text[], $11::text[], $12::text[], $13::text[], $14::double precision[], $15::text[], $16::timestamptz[],
+                   $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[])
+         AS t(id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap, amount, st, decided, pr, mr, psh, exp, created)
+     ON CONFLICT (id) DO NOTHING
+     RETURNING id`,
+    col((r) => r.id),
+    col((r) => r.orgId),
+    col((r) => r.ticket.workspace_id),
+    col((r) => r.ticket.virtual_key_id),
+    col((r) => r.ticket.connection_id),
+    col((r) => r.ticket.tool),
+    col((r) => r.ticket.logical_tool ?? null),
+    col((r) => r.ticket.environment),
+    col((r) => r.ticket.invocation_id),
+    col((r) => r.ticket.idempotency_key),
+    col((r) => r.ticket.argument_hash),
+    col((r) => r.fingerprint),
+    col((r) => r.canonical),
+    col((r) => r.ticket.amount_usd ?? null),
+    col((r) => r.status),
+    col((r) => r.decidedAt),
+    col((r) => r.policyRevisions),
+    col((r) => r.matchedRules),
+    col((r) => r.policySetHash),
+    col((r) => new Date(r.ticket.expires_at)),
+    col((r) => new Date(r.ticket.created_at)),
+  );
+}
+
+async function loadPolicies(tx: Tx, workspaceIds: string[]): Promise<Map<string, ApprovalPolicy[]>> {
+  const byWorkspace = new Map<string, ApprovalPolicy[]>();
+  if (workspaceIds.length === 0) return byWorkspace;
+  const rows = await tx.approvalPolicy.findMany({
+    where: { workspaceId: { in: workspaceIds } },
+    select: { id: true, workspaceId: true, revision: true, enabled: true, rules: true },
+  });
+  for (const row of rows) {
+    const list = byWorkspace.get(row.workspaceId) ?? [];
+    list.push(toDomainPolicy(row));
+    byWorkspace.set(row.workspaceId, list);
+  }
+  return byWorkspace;
+}

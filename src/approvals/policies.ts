@@ -1,0 +1,235 @@
+import { z } from "zod";
+import type { Authz } from "../authz/authz.js";
+import {
+  policySetHash,
+  validateApprovalPolicySet,
+  validateApprovalRules,
+  type ApprovalPolicy,
+  type ApprovalRule,
+} from "../domain/approvals/policy.js";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import { parseInput } from "../services/stacks.js";
+import { uniqueViolation } from "../services/prisma-errors.js";
+import { lockWorkspace, workspaceInViewerOrg, workspaceTarget, type Tx } from "./workspaces.js";
+import type { Prisma } from "../generated/prisma/client.js";
+
+/**
+ * Approval policies over GraphQL's services (seed 003, "Approval policies"): managed under
+ * (approval_policy, manage), read under (approval_policy, read). Changing, enabling, disabling,
+ * creating or deleting an active policy changes the workspace's policy-set hash, and every
+ * unexecuted request under the old set closes as invalidated / policy_changed — coarse and
+ * fail-closed, as the seed says.
+ */
+
+export type PolicyRow = {
+  id: string;
+  orgId: string;
+  workspaceId: string;
+  name: string;
+  enabled: boolean;
+  revision: number;
+  rules: unknown;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+export const toDomainPolicy = (row: Pick<PolicyRow, "id" | "revision" | "enabled" | "rules">): ApprovalPolicy => ({
+  id: row.id,
+  revision: row.revision,
+  enabled: row.enabled,
+  rules: row.rules as ApprovalRule[],
+});
+
+export async function workspacePolicies(tx: Tx, workspaceId: string): Promise<ApprovalPolicy[]> {
+  const rows = await tx.approvalPolicy.findMany({ where: { workspaceId }, select: { id: true, revision: true, enabled: true, rules: true } });
+  return rows.map(toDomainPolicy);
+}
+
+/** The hash the workspace's requests are compared with: its complete active policy set, now. */
+export async function currentPolicySetHash(tx: Tx, workspaceId: string): Promise<string> {
+  return policySetHash(await workspacePolicies(tx, workspaceId));
+}
+
+const PolicyName = z
+  .string()
+  .trim()
+  .min(1, "A policy name is required.")
+  .max(100, "A policy name is at most 100 characters.")
+  .regex(/^[^\s].*$/, "A policy name starts with a visible character.");
+
+const CreateInput = z.object({
+  workspaceId: z.string().min(1),
+  name: PolicyName,
+  enabled: z.boolean().default(true),
+  rules: z.array(z.unknown()),
+});
+
+const UpdateInput = z.object({
+  id: z.string().min(1),
+  expectedRevision: z.int().min(1),
+  name: PolicyName.optional(),
+  enabled: z.boolean().optional(),
+  rules: z.array(z.unknown()).optional(),
+});
+
+const DeleteInput = z.object({ id: z.string().min(1), expectedRevision: z.int().min(1) });
+
+type Deps = { db: Database; authz: Authz; events: EventBus };
+
+function rulesOrThrow(rules: unknown[]): ApprovalRule[] {
+  const result = validateApprovalRules(rules);
+  if (result.ok) return result.rules;
+  throw new ValidationError(
+    result.issues.map((issue) => ({ field: ["input", "rules", ...issue.path.map(String)].join("."), code: "invalid_rule", message: issue.message })),
+  );
+}
+
+function setOrThrow(policies: ApprovalPolicy[], index: number): void {
+  const issues = validateApprovalPolicySet(policies).filter((issue) => issue.path[0] === index);
+  if (issues.length === 0) return;
+  throw new ValidationError(
+    issues.map((issue) => ({ field: ["input", ...issue.path.slice(1).map(String)].join("."), code: "duplicate_rule_id", message: issue.message })),
+  );
+}
+
+/**
+ * Closes every unexecuted request of the workspace whose stored hash is not the new one.
+ * Approved requests whose delivery has not been dispatched close too, and their jobs fail
+ * with policy_changed; a dispatched one is in flight and cannot be retracted.
+ */
+export async function invalidateStaleRequests(tx: Tx, workspaceId: string, newHash: string): Promise<string[]> {
+  const rows = await tx.$queryRaw<{ id: string }[]>`
+    UPDATE approval_requests
+       SET status = 'invalidated', "closeReason" = 'policy_changed', "decidedAt" = now(), "updatedAt" = now(),
+           revision = revision + 1,
+           "executionStatus" = CASE WHEN "executionStatus" = 'pending' THEN 'failed'::"ExecutionStatus" ELSE "executionStatus" END
+     WHERE "workspaceId" = ${workspaceId}
+       AND status IN ('pending', 'approved')
+       AND "executionStatus" IN ('none', 'pending')
+       AND "policySetHash" <> ${newHash}
+     RETURNING id`;
+  const ids = rows.map((r) => r.id);
+  if (ids.length > 0) {
+    await tx.deliveryJob.updateMany({
+      where: { requestId: { in: ids }, status: { in: ["queued", "leased"] } },
+      data: { status: "failed", errorCode: "policy_changed", leaseOwner: null, leaseExpiresAt: null },
+    });
+  }
+  return ids;
+}
+
+function publishInvalidated(events: EventBus, orgId: string, workspaceId: string, ids: string[]): void {
+  for (const requestId of ids) events.publish("approval:changed", { orgId, workspaceId, requestId, reason: "invalidated" });
+}
+
+export async function listApprovalPolicies({ db, authz }: Omit<Deps, "events">, workspaceId: string) {
+  const workspace = await workspaceInViewerOrg(db, authz, workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_policy", "read"));
+  return db.prisma.approvalPolicy.findMany({ where: { workspaceId }, orderBy: [{ name: "asc" }] });
+}
+
+export async function findReadablePolicy({ db, authz }: Omit<Deps, "events">, id: string) {
+  await authz.requireMember();
+  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  if (!policy) throw new NotFoundError("ApprovalPolicy", id);
+  const workspace = await workspaceInViewerOrg(db, authz, policy.workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_policy", "read"));
+  return policy;
+}
+
+export async function createApprovalPolicy({ db, authz, events }: Deps, raw: unknown) {
+  const input = parseInput(CreateInput, raw);
+  const rules = rulesOrThrow(input.rules);
+  const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  try {
+    const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
+      await lockWorkspace(tx, workspace.id);
+      const existing = await workspacePolicies(tx, workspace.id);
+      const draft: ApprovalPolicy = { id: "(new)", revision: 1, enabled: input.enabled, rules };
+      setOrThrow([...existing, draft], existing.length);
+      const policy = await tx.approvalPolicy.create({
+        data: { orgId: workspace.orgId, workspaceId: workspace.id, name: input.name, enabled: input.enabled, rules: rules as Prisma.InputJsonValue },
+      });
+      const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
+      return { policy, invalidated };
+    });
+    publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
+    return { policy, invalidatedRequestIds: invalidated };
+  } catch (error) {
+    if (uniqueViolation(error)) throw new ConflictError(`An approval policy named ${input.name} already exists in this workspace.`);
+    throw error;
+  }
+}
+
+export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unknown) {
+  const input = parseInput(UpdateInput, raw);
+  const rules = input.rules === undefined ? undefined : rulesOrThrow(input.rules);
+  const current = await findPolicyInOrg(db, authz, input.id);
+  const workspace = await workspaceInViewerOrg(db, authz, current.workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  try {
+    const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
+      await lockWorkspace(tx, workspace.id);
+      const locked = await tx.approvalPolicy.findUnique({ where: { id: input.id } });
+      if (!locked) throw new NotFoundError("ApprovalPolicy", input.id);
+      if (locked.revision !== input.expectedRevision) {
+        throw new ConflictError(`The policy is at revision ${locked.revision}, not ${input.expectedRevision}.`, locked.revision);
+      }
+      const changed =
+        (input.name !== undefined && input.name !== locked.name) ||
+        (input.enabled !== undefined && input.enabled !== locked.enabled) ||
+        rules !== undefined;
+      if (!changed) return { policy: locked, invalidated: [] as string[] };
+      if (rules !== undefined) {
+        const others = (await workspacePolicies(tx, workspace.id)).filter((p) => p.id !== locked.id);
+        setOrThrow([...others, { id: locked.id, revision: locked.revision + 1, enabled: input.enabled ?? locked.enabled, rules }], others.length);
+      }
+      const policy = await tx.approvalPolicy.update({
+        where: { id: locked.id },
+        data: {
+          revision: { increment: 1 },
+          ...(input.name !== undefined ? { name: input.name } : {}),
+          ...(input.enabled !== undefined ? { enabled: input.enabled } : {}),
+          ...(rules !== undefined ? { rules: rules as Prisma.InputJsonValue } : {}),
+        },
+      });
+      const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
+      return { policy, invalidated };
+    });
+    publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
+    return { policy, invalidatedRequestIds: invalidated };
+  } catch (error) {
+    if (uniqueViolation(error)) throw new ConflictError(`An approval policy named ${input.name ?? ""} already exists in this workspace.`);
+    throw error;
+  }
+}
+
+export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unknown) {
+  const input = parseInput(DeleteInput, raw);
+  const current = await findPolicyInOrg(db, authz, input.id);
+  const workspace = await workspaceInViewerOrg(db, authz, current.workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
+    await lockWorkspace(tx, workspace.id);
+    const locked = await tx.approvalPolicy.findUnique({ where: { id: input.id } });
+    if (!locked) throw new NotFoundError("ApprovalPolicy", input.id);
+    if (locked.revision !== input.expectedRevision) {
+      throw new ConflictError(`The policy is at revision ${locked.revision}, not ${input.expectedRevision}.`, locked.revision);
+    }
+    await tx.approvalPolicy.delete({ where: { id: locked.id } });
+    const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
+    return { policy: locked, invalidated };
+  });
+  publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
+  return { policy, invalidatedRequestIds: invalidated };
+}
+
+async function findPolicyInOrg(db: Database, authz: Authz, id: string) {
+  await authz.requireMember();
+  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  if (!policy) throw new NotFoundError("ApprovalPolicy", id);
+  return policy;
+}

@@ -1,0 +1,45 @@
+import { roleMembers } from "../authz/principal.js";
+import { quorum, type QuorumResult, type RuleSnapshot, type Vote } from "../domain/approvals/policy.js";
+import type { SqlRunner } from "../infra/db.js";
+
+/**
+ * Quorum with CURRENT memberships (seed 003, "Preflight": "quorum still satisfied by current
+ * memberships"). Each voter's roles are the snapshot's roles they hold now (direct assignment
+ * or SSO binding, via roleMembers); a voter whose membership is gone or deactivated counts for
+ * nothing, even where a rule names them by user id.
+ */
+
+type StoredVote = { userId: string; decision: string };
+export type QuorumInput = { snapshot: RuleSnapshot; votes: readonly StoredVote[] };
+
+/** Many requests of one org at once: two queries whatever their number (reviewer views, inbox). */
+export async function currentQuorums(sql: SqlRunner, orgId: string, items: readonly QuorumInput[]): Promise<QuorumResult[]> {
+  const roleIds = [...new Set(items.flatMap((item) => item.snapshot.flatMap((rule) => rule.roles)))];
+  const voters = [...new Set(items.flatMap((item) => item.votes.map((v) => v.userId)))];
+  const [members, active] = await Promise.all([
+    voters.length === 0 ? new Map<string, string[]>() : roleMembers(sql, orgId, roleIds),
+    voters.length === 0
+      ? new Set<string>()
+      : sql
+          .query<{ userId: string }>(
+            `SELECT "userId" FROM memberships WHERE "orgId" = $1 AND "userId" = ANY($2::text[]) AND "deactivatedAt" IS NULL`,
+            [orgId, voters],
+          )
+          .then((rows) => new Set(rows.map((r) => r.userId))),
+  ]);
+  return items.map((item) => {
+    const votes: Vote[] = item.votes
+      .filter((vote) => active.has(vote.userId))
+      .map((vote) => ({
+        userId: vote.userId,
+        decision: vote.decision === "deny" ? "deny" : "approve",
+        roleIds: roleIds.filter((role) => members.get(role)?.includes(vote.userId)),
+      }));
+    return quorum(item.snapshot, votes);
+  });
+}
+
+export async function currentQuorum(sql: SqlRunner, orgId: string, snapshot: RuleSnapshot, votes: readonly StoredVote[]): Promise<QuorumResult> {
+  const [result] = await currentQuorums(sql, orgId, [{ snapshot, votes }]);
+  return result!;
+}

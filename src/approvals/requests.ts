@@ -1,0 +1,182 @@
+import { z } from "zod";
+import type { Authz } from "../authz/authz.js";
+import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
+import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import { parseInput } from "../services/stacks.js";
+import { currentPolicySetHash } from "./policies.js";
+import { currentQuorum } from "./quorum.js";
+import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
+
+/**
+ * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting
+ * (seed 003, "Voting"). A vote is accepted only after every recheck of the seed, under the
+ * workspace lock and the request lock, in one transaction with its consequences (status,
+ * execution status, delivery job).
+ */
+
+type Deps = { db: Database; authz: Authz; events: EventBus };
+
+const requestInclude = { workspace: { select: { name: true, environment: true, stack: { select: { authzGroups: true } } } } } as const;
+
+/** A request of the viewer's org that the viewer may read, or NotFound (never leaks another org's). */
+export async function findReadableRequest({ db, authz }: Omit<Deps, "events">, id: string) {
+  await authz.requireMember();
+  const request = await db.prisma.approvalRequest.findFirst({ where: { id, orgId: authz.viewer!.orgId }, include: requestInclude });
+  if (!request) throw new NotFoundError("ApprovalRequest", id);
+  await authz.require(workspaceTarget(request.workspace, "approval_request", "read"));
+  return request;
+}
+
+/** Like findReadableRequest, but null instead of an error (subscriptions re-check on every event). */
+export async function readableRequestOrNull(deps: Omit<Deps, "events">, id: string) {
+  return findReadableRequest(deps, id).catch(() => null);
+}
+
+/** Whether the viewer could cast a vote on this request right now (the inbox's test). */
+export async function viewerMayDecide(authz: Authz, request: { status: string; expiresAt: Date; matchedRules: unknown; workspace: { name: string; stack: { authzGroups: string[] } } }, votedUserIds: readonly string[]): Promise<boolean> {
+  if (request.status !== "pending" || request.expiresAt.getTime() <= Date.now()) return false;
+  const principal = await authz.principal();
+  if (votedUserIds.includes(authz.viewer!.userId)) return false;
+  if (!(await authz.can(workspaceTarget(request.workspace, "approval_request", "decide")))) return false;
+  return reviewerEligibility(request.matchedRules as RuleSnapshot, { userId: authz.viewer!.userId, roleIds: principal.roleIds }).eligible;
+}
+
+/** How many pending requests the inbox considers; older ones past this bound are left out. */
+export const INBOX_SCAN_LIMIT = 1000;
+
+/**
+ * The requests the viewer may decide now: pending, unexpired, in a workspace where they hold
+ * (approval_request, decide), with an eligible allow rule and no matching deny, not yet voted
+ * on by them. Newest first.
+ */
+export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter: { workspaceId?: string | null } = {}) {
+  const principal = await authz.requireMember();
+  const viewer = authz.viewer!;
+  const rows = await db.prisma.approvalRequest.findMany({
+    where: {
+      orgId: viewer.orgId,
+      status: "pending",
+      expiresAt: { gt: new Date() },
+      votes: { none: { userId: viewer.userId } },
+      ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
+    },
+    include: requestInclude,
+    orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+    take: INBOX_SCAN_LIMIT,
+  });
+  const mayDecideIn = new Map<string, boolean>();
+  const result: typeof rows = [];
+  for (const row of rows) {
+    let allowed = mayDecideIn.get(row.workspaceId);
+    if (allowed === undefined) {
+      allowed = await authz.can(workspaceTarget(row.workspace, "approval_request", "decide"));
+      mayDecideIn.set(row.workspaceId, allowed);
+    }
+    if (!allowed) continue;
+    if (reviewerEligibility(row.matchedRules as unknown as RuleSnapshot, { userId: viewer.userId, roleIds: principal.roleIds }).eligible) result.push(row);
+  }
+  return result;
+}
+
+const VoteInput = z.object({
+  requestId: z.string().min(1).max(200),
+  decision: z.enum(["approve", "deny"]),
+  expectedRevision: z.int().min(1, "expectedRevision is the request's revision you voted on (1 or more)."),
+  comment: z.string().max(2000, "A comment is at most 2000 characters.").nullish(),
+});
+
+export type VoteResult = {
+  requestId: string;
+  vote: { id: string; userId: string; decision: string; comment: string | null; createdAt: Date };
+};
+
+export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: unknown): Promise<VoteResult> {
+  const input = parseInput(VoteInput, raw);
+  const principal = await authz.requireMember();
+  const viewer = authz.viewer!;
+  const request = await db.prisma.approvalRequest.findFirst({ where: { id: input.requestId, orgId: viewer.orgId }, select: { id: true, workspaceId: true } });
+  if (!request) throw new NotFoundError("ApprovalRequest", input.requestId);
+  const workspace = await workspaceInViewerOrg(db, authz, request.workspaceId);
+  await authz.require(workspaceTarget(workspace, "approval_request", "decide"));
+
+  const outcome = await db.prisma.$transaction(async (tx) => {
+    await lockWorkspace(tx, workspace.id);
+    const [locked] = await tx.$queryRaw<
+      { id: string; status: string; revision: number; expiresAt: Date; policySetHash: string; matchedRules: unknown }[]
+    >`SELECT id, status::text AS status, revision, "expiresAt", "policySetHash", "matchedRules"
+        FROM approval_requests WHERE id = ${request.id} FOR UPDATE`;
+    if (!locked) throw new NotFoundError("ApprovalRequest", request.id);
+
+    // The seed's rechecks, in its order.
+    if (locked.revision !== input.expectedRevision) {
+      throw new ConflictError(`The request is at revision ${locked.revision}, not ${input.expectedRevision}.`, locked.revision);
+    }
+    if (locked.status !== "pending") {
+      throw new InvalidStateError("ApprovalRequest", locked.status, `The request is ${locked.status}; only a pending request takes votes.`);
+    }
+    if (new Date(locked.expiresAt).getTime() <= Date.now()) {
+      throw new InvalidStateError("ApprovalRequest", "expired", "The request has expired.");
+    }
+    if ((await currentPolicySetHash(tx, workspace.id)) !== locked.policySetHash) {
+      throw new InvalidStateError("ApprovalRequest", "policy_changed", "The workspace's approval policies changed since the request was filed.");
+    }
+    const snapshot = locked.matchedRules as RuleSnapshot;
+    const eligibility = reviewerEligibility(snapshot, { userId: viewer.userId, roleIds: principal.roleIds });
+    if (!eligibility.eligible) {
+      throw new PermissionDeniedError(
+        null,
+        eligibility.deniedBy
+          ? `Approval rule ${eligibility.deniedBy} excludes you from reviewing this request.`
+          : "No approval rule of this request selects you as a reviewer.",
+      );
+    }
+    const previous = await tx.vote.findMany({ where: { requestId: locked.id }, select: { userId: true, decision: true } });
+    if (previous.some((v) => v.userId === viewer.userId)) {
+      throw new ConflictError("You have already voted on this request.", locked.revision);
+    }
+
+    const vote = await tx.vote.create({
+      data: { requestId: locked.id, userId: viewer.userId, decision: input.decision, comment: input.comment ?? null },
+    });
+    const tally = await currentQuorum(db.sql, viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
+    const decidedAt = new Date();
+    if (tally.state === "approved") {
+      await tx.approvalRequest.update({
+        where: { id: locked.id },
+        data: { revision: { increment: 1 }, status: "approved", executionStatus: "pending", decidedAt, closeReason: null },
+      });
+      await tx.deliveryJob.create({ data: { requestId: locked.id, status: "queued", nextRunAt: decidedAt } });
+    } else if (tally.state === "rejected") {
+      await tx.approvalRequest.update({
+        where: { id: locked.id },
+        data: { revision: { increment: 1 }, status: "rejected", closeReason: "rejected_by_reviewer", decidedAt },
+      });
+    } else {
+      await tx.approvalRequest.update({ where: { id: locked.id }, data: { revision: { increment: 1 } } });
+    }
+    return { vote, state: tally.state };
+  });
+
+  events.publish("approval:changed", {
+    orgId: viewer.orgId,
+    workspaceId: workspace.id,
+    requestId: request.id,
+    reason: outcome.state === "pending" ? "voted" : outcome.state,
+  });
+  return { requestId: request.id, vote: outcome.vote };
+}
+
+/** Pending requests past their expiry close as expired (run by the delivery worker's tick). */
+export async function expireOverdueRequests(db: Database, events: EventBus, now = new Date()): Promise<number> {
+  const rows = await db.sql.query<{ id: string; orgId: string; workspaceId: string }>(
+    `UPDATE approval_requests
+        SET status = 'expired', "closeReason" = 'expired', "decidedAt" = $1, "updatedAt" = $1, revision = revision + 1
+      WHERE status = 'pending' AND "expiresAt" <= $1
+      RETURNING id, "orgId", "workspaceId"`,
+    [now],
+  );
+  for (const row of rows) events.publish("approval:changed", { orgId: row.orgId, workspaceId: row.workspaceId, requestId: row.id, reason: "expired" });
+  return rows.length;
+}

@@ -1,0 +1,49 @@
+import type { Authz } from "../authz/authz.js";
+import type { Target } from "../domain/catalog/index.js";
+import { NotFoundError } from "../errors.js";
+import type { Database, PrismaClient } from "../infra/db.js";
+
+/** A Prisma client or an interactive transaction: services take either. */
+export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+
+export type ScopedWorkspace = {
+  id: string;
+  orgId: string;
+  name: string;
+  environment: string;
+  frozen: boolean;
+  archivedAt: Date | null;
+  stack: { authzGroups: string[] };
+};
+
+type WorkspaceFamily = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "workspace";
+
+/**
+ * The workspace-scoped families (approval_policy, approval_request, virtual_key, connection,
+ * workspace) are matched by the WORKSPACE name and receive its stack's authz groups.
+ */
+export function workspaceTarget(workspace: Pick<ScopedWorkspace, "name" | "stack">, resourceType: WorkspaceFamily, action: Target["action"]): Target {
+  return { resourceType, action, matchValue: workspace.name, groups: workspace.stack.authzGroups };
+}
+
+/** A workspace of the viewer's org, or NotFound: another org's workspace never exists for the caller. */
+export async function workspaceInViewerOrg(db: Database, authz: Authz, workspaceId: string): Promise<ScopedWorkspace> {
+  await authz.requireMember();
+  const orgId = authz.viewer!.orgId;
+  const workspace = await db.prisma.workspace.findFirst({
+    where: { id: workspaceId, orgId },
+    select: { id: true, orgId: true, name: true, environment: true, frozen: true, archivedAt: true, stack: { select: { authzGroups: true } } },
+  });
+  if (!workspace) throw new NotFoundError("Workspace", workspaceId);
+  return workspace;
+}
+
+/**
+ * The workspace lock: every vote, policy change, freeze and delivery preflight of a workspace
+ * serializes on its row. Lock order is always workspace, then request, then delivery job.
+ */
+export async function lockWorkspace(tx: Tx, workspaceId: string): Promise<{ id: string; frozen: boolean; archived: boolean } | null> {
+  const rows = await tx.$queryRaw<{ id: string; frozen: boolean; archived: boolean }[]>`
+    SELECT id, frozen, ("archivedAt" IS NOT NULL) AS archived FROM workspaces WHERE id = ${workspaceId} FOR UPDATE`;
+  return rows[0] ?? null;
+}

@@ -1,0 +1,37 @@
+import { mkdir } from "node:fs/promises";
+import { createApprovalsRuntime } from "./approvals/runtime.js";
+import { loadConfig } from "./infra/config.js";
+import { openDatabase } from "./infra/db.js";
+import { createEventBus } from "./infra/events.js";
+import { createLogger } from "./infra/logger.js";
+import { migrate } from "./infra/migrate.js";
+
+/**
+ * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry),
+ * for deployments that run several API processes with COUNTERSIGN_WORKERS=none behind a load
+ * balancer on one PostgreSQL and one Redis. Workers coordinate through the consumer group and
+ * the delivery leases, so more than one worker process is safe too.
+ */
+const config = loadConfig();
+const logger = createLogger(config.logLevel).child({ process: "worker" });
+
+if (config.database.kind === "pglite") await mkdir(config.database.dataDir, { recursive: true });
+const db = await openDatabase(config.database);
+await migrate(db.sql);
+const events = createEventBus({ redisUrl: config.redisUrl });
+const runtime = createApprovalsRuntime({ config: { ...config, gatewayEmbedded: false }, db, events, logger });
+runtime.startWorkers();
+logger.info({ ingest: runtime.ingest !== null, delivery: runtime.delivery !== null }, "Countersign workers running");
+
+let stopping = false;
+async function stop(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, "worker shutting down");
+  await runtime.close();
+  await events.close();
+  await db.close();
+  process.exit(0);
+}
+process.on("SIGINT", () => void stop("SIGINT"));
+process.on("SIGTERM", () => void stop("SIGTERM"));

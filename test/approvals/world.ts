@@ -1,0 +1,169 @@
+import { createServer, type Server } from "node:http";
+import { Redis } from "ioredis";
+import { createDeliveryWorker, type DeliveryOptions } from "../../src/approvals/delivery.js";
+import { createIngestWorker, type IngestOptions } from "../../src/approvals/ingest.js";
+import { validateApprovalRules, type ApprovalRule } from "../../src/domain/approvals/policy.js";
+import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
+import { createGateway, type ExecuteCall, type GatewayOptions, type ToolCallInput } from "../../src/gateway/gateway.js";
+import { createGatewayHttpHandler } from "../../src/gateway/http.js";
+import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
+import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
+import { createLogger } from "../../src/infra/logger.js";
+import type { Prisma } from "../../src/generated/prisma/client.js";
+import { systemRoleId } from "../../src/services/system-roles.js";
+import { TEST_REDIS_URL } from "../helpers/env.js";
+import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
+import { startTestApp, type TestApp } from "../helpers/harness.js";
+
+/**
+ * One org with a prod workspace, its connection and virtual key, three reviewers holding the
+ * approval-reviewer role, an allow rule asking two of them for `github.*` in prod, a gateway
+ * (the library, on its own HTTP server) whose executor records every call, and the two
+ * workers — all on the real PostgreSQL and Redis, each test file on its own schema and stream.
+ */
+
+export const APPROVAL_SECRET = "test-approval-secret-0123456789abcdef";
+export const SERVICE_TOKEN = "test-gateway-service-token-0123456789";
+export const REVIEWER_ROLE = systemRoleId("approval-reviewer");
+
+export const TWO_REVIEWERS: ApprovalRule[] = [
+  { id: "prod-github-two", effect: "allow", tools: ["github.*"], environments: ["prod"], roles: [REVIEWER_ROLE], userIds: [], count: 2 },
+];
+
+export type World = Awaited<ReturnType<typeof createWorld>>;
+
+export async function createWorld(options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[] } = {}) {
+  const t: TestApp = await startTestApp();
+  const { db } = t;
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  const streamKey = `stream:approvals:${t.schemaName}`;
+  const logger = createLogger(process.env.TEST_LOG_LEVEL ?? "silent");
+  const org: OrgFixture = await createOrg(db);
+  const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${t.schemaName}`, authzGroups: ["team-payments"] } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod" } });
+  const connection = await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github" } });
+  const keyPlaintext = generateVirtualKey();
+  const virtualKey = await db.prisma.virtualKey.create({
+    data: { orgId: org.orgId, workspaceId: workspace.id, name: "deploy-agent", keyHash: hashVirtualKey(keyPlaintext), prefix: virtualKeyPrefix(keyPlaintext), createdById: org.adminId },
+  });
+  const reviewers: MemberFixture[] = [];
+  for (let i = 0; i < 3; i++) reviewers.push(await addMember(db, org.orgId, { role: "approval-reviewer", name: `reviewer-${i + 1}` }));
+  const policy = await setPolicy(options.rules ?? TWO_REVIEWERS);
+
+  async function setPolicy(rules: ApprovalRule[]) {
+    const valid = validateApprovalRules(rules);
+    if (!valid.ok) throw new Error(JSON.stringify(valid.issues));
+    return db.prisma.approvalPolicy.create({
+      data: { orgId: org.orgId, workspaceId: workspace.id, name: `policy-${Math.random().toString(36).slice(2, 8)}`, rules: valid.rules as unknown as Prisma.InputJsonValue },
+    });
+  }
+
+  const executions: ExecuteCall[] = [];
+  const gateway = createGateway({
+    store: createPostgresGatewayStore(db.prisma),
+    stream: redis,
+    streamKey,
+    gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+    approvalSecret: APPROVAL_SECRET,
+    serviceToken: SERVICE_TOKEN,
+    inboxUrl: "https://countersign.test/inbox/{approval_id}",
+    executor: async (call) => {
+      executions.push(call);
+      return { deleted: call.arguments["repo"] ?? null };
+    },
+    ...options.gateway,
+  });
+  const handler = createGatewayHttpHandler(gateway);
+  const server: Server = createServer((req, res) => {
+    void handler(req, res).then((handled) => {
+      if (!handled) res.writeHead(404).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const gatewayUrl = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+
+  const ingest = createIngestWorker({ db, redis, events: t.events, logger, streamKey, claimIdleMs: 60_000, ...options.ingest });
+  const delivery = createDeliveryWorker({
+    db,
+    events: t.events,
+    logger,
+    approvalSecret: APPROVAL_SECRET,
+    gatewayUrl,
+    serviceToken: SERVICE_TOKEN,
+    retryBaseMs: 20,
+    httpTimeoutMs: 5_000,
+    ...options.delivery,
+  });
+
+  /** A destructive prod call from the agent, through the gateway library. */
+  function callTool(args: Record<string, unknown> = { repo: "acme/payments" }, extra: Partial<ToolCallInput> = {}, tool = "github.delete_repo") {
+    return gateway.handleToolCall({
+      authorization: `Bearer ${keyPlaintext}`,
+      body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: tool, arguments: args, _meta: { amount_usd: 125 } } },
+      ...extra,
+    });
+  }
+
+  async function streamLength(): Promise<number> {
+    return redis.xlen(streamKey);
+  }
+
+  return {
+    t,
+    db,
+    redis,
+    streamKey,
+    logger,
+    org,
+    stack,
+    workspace,
+    connection,
+    virtualKey,
+    keyPlaintext,
+    reviewers,
+    policy,
+    setPolicy,
+    executions,
+    gateway,
+    gatewayUrl,
+    ingest,
+    delivery,
+    callTool,
+    streamLength,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections?.();
+      await redis.del(streamKey).catch(() => 0);
+      redis.disconnect();
+      await t.close();
+    },
+  };
+}
+
+export const VOTE = `mutation Vote($input: VoteOnApprovalRequestInput!) {
+  voteOnApprovalRequest(input: $input) {
+    __typename
+    ... on MutationVoteOnApprovalRequestSuccess { data { request { id status executionStatus revision } vote { decision reviewer { id } } } }
+    ... on ConflictError { code message currentRevision }
+    ... on InvalidStateError { code message state }
+    ... on PermissionDeniedError { code message }
+    ... on NotFoundError { code message }
+    ... on ValidationError { code issues { field message } }
+  }
+}`;
+
+export async function vote(world: World, reviewer: { token: string }, requestId: string, decision: "APPROVE" | "DENY" = "APPROVE", expectedRevision?: number) {
+  const revision = expectedRevision ?? (await world.db.prisma.approvalRequest.findUniqueOrThrow({ where: { id: requestId } })).revision;
+  const result = await world.t.gql(VOTE, { input: { requestId, decision, expectedRevision: revision } }, reviewer.token);
+  if (result.errors) throw new Error(JSON.stringify(result.errors));
+  return result.data.voteOnApprovalRequest;
+}
+
+/** Holds a call and files it: the approval id of a pending request. */
+export async function heldAndFiled(world: World, args?: Record<string, unknown>): Promise<string> {
+  const held = await world.callTool(args);
+  if (held.outcome.kind !== "approval_required") throw new Error(`expected a hold, got ${JSON.stringify(held.body)}`);
+  await world.ingest.tick();
+  return held.outcome.approvalId;
+}
