@@ -409,6 +409,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null));
     if (decision.decision === "deny") return denied(rpcId, decision.reason, decision.policyIds);
     if (decision.decision === "approval_required") {
+      // Idempotent on the idempotency key: a call that already ran is answered with its
+      // outcome, never run again and never held again.
+      const done = await store.findExecution(key.id, idempotencyKey);
+      if (done && done.state !== "Executing") {
+        const replay = done.state === "Executed" ? { ok: true as const, replayed: true, result: done.result } : { ok: false as const, inProgress: false, error: done.error ?? "execution failed" };
+        return executionResponse(rpcId, done.approvalId, done.invocationId, replay);
+      }
       // A plain retry of a call that is already held gets the same ticket back; a call that
       // presented approval headers that did not hold up gets a new one (seed: "re-issues a ticket").
       if (!presented) {

@@ -70,6 +70,11 @@ export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
       });
     },
 
+    async findExecution(virtualKeyId, idempotencyKey) {
+      const row = await prisma.gatewayExecution.findUnique({ where: { virtualKeyId_idempotencyKey: { virtualKeyId, idempotencyKey } } });
+      return row ? toExecution(row) : null;
+    },
+
     async claimExecution(claim) {
       // ON CONFLICT DO NOTHING: the primary key (virtualKeyId, idempotencyKey) lets exactly one in.
       const { count } = await prisma.gatewayExecution.createMany({

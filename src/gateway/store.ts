@@ -69,6 +69,7 @@ export interface GatewayStore {
   findAwaiting(virtualKeyId: string, idempotencyKey: string, argumentHash: string, now: Date): Promise<HeldInvocation | null>;
   setHeldState(approvalId: string, state: HeldState, result?: unknown): Promise<void>;
 
+  findExecution(virtualKeyId: string, idempotencyKey: string): Promise<Execution | null>;
   /**
    * Inserts the execution row in state Executing, atomically: exactly one caller per
    * (key, idempotency key) ever gets `claimed: true`; every other one gets the existing row.
