@@ -1,0 +1,179 @@
+// Live gate status over graphql-ws: planGate and workspaceGates push the recomputed evaluation on
+// every change that can move a gate; the first message is the current status; versions only
+// grow; subscribers are authorized on every event; one evaluation per plan and event is shared
+// by every subscriber on a process; and two server processes on one PostgreSQL and one Redis
+// see each other's changes.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "graphql-ws";
+import { startTestApp, type TestApp } from "../helpers/harness.js";
+import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
+import { gateHub } from "../../src/services/gate-live.js";
+import { PLAN, READ, allActions, memberOf, ops, person, role, seedStack, seedWorkspace, type Person } from "./helpers.js";
+import { subscribe, wsClient } from "./ws.js";
+
+const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) {
+  planId planStatus version source passed
+  evaluation { approvalsCounted reservations { answered currentMembers { id } } baseline { required counted } reasons { code } requirements { policyName count } }
+} }`;
+const WORKSPACE_GATES = `subscription($w: ID!) { workspaceGates(workspaceId: $w) { workspaceId version plans { planId passed planStatus } } }`;
+
+type Msg = { planId: string; planStatus: string; version: number; source: string; passed: boolean; evaluation: any };
+
+let t: TestApp;
+let base: string;
+let org: OrgFixture;
+let o: ReturnType<typeof ops>;
+let runner: Person;
+let stackId: string;
+const clients: Client[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  base = await t.listen();
+  org = await createOrg(t.db);
+  o = ops(t);
+  runner = await person(t, org.orgId, "runner", [READ, PLAN]);
+  stackId = (await seedStack(t, org.orgId)).id;
+});
+afterAll(async () => {
+  for (const c of clients) await c.dispose();
+  await t.close();
+});
+
+const client = (token: string, url = base) => {
+  const c = wsClient(url, token);
+  clients.push(c);
+  return c;
+};
+const watch = (token: string, planId: string, url = base) => subscribe<Msg>(client(token, url), PLAN_GATE, { planId }, (d) => d.planGate);
+
+async function freshPlan(baseline: number) {
+  const w = await seedWorkspace(t, org.orgId, stackId, baseline);
+  const plan = await o.submit(runner.token, w.id, [{ address: "aws_s3_bucket.logs", action: "CREATE" }]);
+  return { w, plan };
+}
+
+describe("planGate", () => {
+  it("the first message is the current status; an approval pushes the recomputed evaluation with a higher version", async () => {
+    const { plan } = await freshPlan(1);
+    const s = watch(org.adminToken, plan.id);
+    const first = await s.next();
+    expect(first).toMatchObject({ planId: plan.id, planStatus: "PLANNED", source: "LIVE", passed: false });
+    const approver = await person(t, org.orgId, "approver");
+    await o.approve(approver.token, plan.id);
+    const second = await s.next((m) => m.passed);
+    expect(second.version).toBeGreaterThan(first.version);
+    expect(second.evaluation.approvalsCounted).toBe(1);
+    s.dispose();
+  });
+
+  it("pushes on a reservation placed and released, a baseline edit, a policy edit, a role membership change, and the plan's state", async () => {
+    const { w, plan } = await freshPlan(0);
+    const devops = await role(t, org.orgId, "DevOps");
+    const stayer = await role(t, org.orgId, "Stayer");
+    const amy = await memberOf(t, org.orgId, devops.id, "amy");
+    const s = watch(org.adminToken, plan.id);
+    expect((await s.next()).passed).toBe(true);
+
+    const reserved = (await o.reserve(amy.token, w.id, devops.id)).data;
+    expect((await s.next((m) => m.evaluation.reservations.length === 1)).passed).toBe(false);
+    await o.approve(amy.token, plan.id);
+    expect((await s.next((m) => m.passed)).evaluation.reservations[0].answered).toBe(true);
+
+    // A role membership change (authz:changed): amy leaves the role, the reservation is missing again.
+    await t.gql(`mutation($r: ID!, $u: ID!) { assignRole(roleId: $r, userId: $u) { __typename } }`, { r: stayer.id, u: amy.userId }, org.adminToken);
+    const missing = await s.next((m) => !m.passed);
+    expect(missing.evaluation.reservations[0]).toEqual({ answered: false, currentMembers: [] });
+
+    await o.release(org.adminToken, reserved.id);
+    expect((await s.next((m) => m.evaluation.reservations.length === 0)).passed).toBe(true);
+
+    await t.gql(`mutation($input: UpdateWorkspaceInput!) { updateWorkspace(input: $input) { __typename } }`, { input: { id: w.id, requiredApprovals: 3 } }, org.adminToken);
+    expect((await s.next((m) => m.evaluation.baseline.required === 3)).passed).toBe(false);
+
+    await o.policy(org.adminToken, { workspaceIds: [w.id], addressPatterns: ["aws_s3_bucket.*"], requirements: allActions(1) });
+    const governed = await s.next((m) => m.evaluation.requirements.length === 1);
+    expect(governed.evaluation.requirements[0].count).toBe(1);
+    expect(governed.passed).toBe(true);
+
+    expect((await o.apply(org.adminToken, plan.id)).__typename).toBe("MutationApplyPlanSuccess");
+    expect(await s.next((m) => m.planStatus === "APPLYING")).toMatchObject({ source: "STORED", passed: true });
+    await t.gql(`mutation($input: ReportPlanResultInput!) { reportPlanResult(input: $input) { __typename } }`, { input: { planId: plan.id, outcome: "APPLIED" } }, runner.token);
+    expect((await s.next((m) => m.planStatus === "APPLIED")).source).toBe("STORED");
+    await s.completed;
+    const versions = s.messages.map((m) => m.version);
+    expect([...versions].sort((a, b) => a - b)).toEqual(versions);
+  });
+
+  it("subscribers are authorized on subscribe and on every event: a member removed from the organization stops receiving", async () => {
+    const { plan } = await freshPlan(1);
+    const outsider = await createOrg(t.db);
+    const denied = watch(outsider.adminToken, plan.id);
+    await denied.completed;
+    expect(denied.messages).toEqual([]);
+    expect(JSON.stringify(denied.errors)).toContain("NOT_FOUND");
+
+    const viewer = await person(t, org.orgId, "viewer", [READ]);
+    const s = watch(viewer.token, plan.id);
+    await s.next();
+    await t.gql(`mutation($u: ID!) { deactivateMember(userId: $u) { __typename } }`, { u: viewer.userId }, org.adminToken);
+    await o.approve(org.adminToken, plan.id);
+    await s.completed;
+    expect(s.messages.every((m) => !m.passed)).toBe(true);
+  });
+
+  it("1,000 subscribers is one evaluation per event on this process, shared by all of them", async () => {
+    const { plan } = await freshPlan(1);
+    const hub = gateHub(t.db, t.events);
+    const shared = client(org.adminToken);
+    const streams = Array.from({ length: 1000 }, () => subscribe<Msg>(shared, PLAN_GATE, { planId: plan.id }, (d) => d.planGate));
+    await Promise.all(streams.map((s) => s.next()));
+    const before = { ...hub.stats };
+    const approver = await person(t, org.orgId, "approver");
+    await o.approve(approver.token, plan.id);
+    await Promise.all(streams.map((s) => s.next((m) => m.passed, 15_000)));
+    expect(hub.stats.evaluations - before.evaluations).toBe(1);
+    expect(hub.stats.deliveries - before.deliveries).toBe(1000);
+    const versions = new Set(streams.map((s) => s.messages.at(-1)!.version));
+    expect(versions.size).toBe(1);
+    for (const s of streams) s.dispose();
+  }, 60_000);
+});
+
+describe("workspaceGates", () => {
+  it("the first message lists every open plan; a new plan and an approval push the workspace's gates", async () => {
+    const { w, plan } = await freshPlan(1);
+    const s = subscribe<any>(client(org.adminToken), WORKSPACE_GATES, { w: w.id }, (d) => d.workspaceGates);
+    const first = await s.next();
+    expect(first.plans).toEqual([{ planId: plan.id, passed: false, planStatus: "PLANNED" }]);
+    const newer = await o.submit(runner.token, w.id, [{ address: "aws_s3_bucket.logs", action: "DELETE" }]);
+    const superseded = await s.next((m) => m.plans.some((p: any) => p.planId === newer.id));
+    expect(superseded.plans.map((p: any) => p.planId)).toEqual([newer.id]);
+    await o.approve(org.adminToken, newer.id);
+    expect((await s.next((m) => m.plans[0]?.passed)).version).toBeGreaterThan(superseded.version);
+    s.dispose();
+  });
+});
+
+describe("two server processes on one PostgreSQL and one Redis", () => {
+  it("an approval on one process reaches a planGate subscriber on the other", async () => {
+    const second = await startTestApp({ schemaName: t.schemaName });
+    try {
+      const secondUrl = await second.listen();
+      const { plan } = await freshPlan(1);
+      const s = watch(org.adminToken, plan.id, secondUrl);
+      expect((await s.next()).passed).toBe(false);
+      const approver = await person(t, org.orgId, "approver");
+      // Approve through the FIRST process; the subscriber is connected to the second.
+      expect((await o.approve(approver.token, plan.id)).__typename).toBe("MutationApprovePlanSuccess");
+      expect((await s.next((m) => m.passed)).evaluation.approvalsCounted).toBe(1);
+      s.dispose();
+    } finally {
+      // Keep the shared schema for this file's app: close the second app without dropping it.
+      await second.app.close();
+      await second.events.close();
+      await second.db.close();
+    }
+  });
+});
