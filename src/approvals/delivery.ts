@@ -7,10 +7,11 @@ import { RESUME_PATH, type ResumeBody } from "../gateway/gateway.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import { currentPolicySetHash } from "./policies.js";
+import { policySetHash } from "../domain/approvals/policy.js";
+import { toDomainPolicy } from "./policies.js";
+import { inTransaction } from "./sql.js";
 import { currentQuorum } from "./quorum.js";
 import { expireOverdueRequests } from "./requests.js";
-import { lockWorkspace } from "./workspaces.js";
 
 /**
  * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt
@@ -122,66 +123,79 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
 
   /** Step 1 and 2 of the seed: preflight under the workspace lock, then mint; one transaction. */
   async function preflight(job: LeasedJob): Promise<{ kind: "lost_lease" } | { kind: "failed"; code: PreflightCode; orgId: string; workspaceId: string } | { kind: "dispatch"; dispatch: Dispatch }> {
-    const head = await db.prisma.approvalRequest.findUnique({ where: { id: job.requestId }, select: { workspaceId: true } });
+    // The workspace id first (it never changes), so the workspace lock can be taken before the request's.
+    const [head] = await db.sql.query<{ workspaceId: string }>(`SELECT "workspaceId" FROM approval_requests WHERE id = $1`, [job.requestId]);
     if (!head) return { kind: "lost_lease" };
-    return db.prisma.$transaction(async (tx) => {
-      const workspace = await lockWorkspace(tx, head.workspaceId);
-      const [request] = await tx.$queryRaw<
-        {
-          id: string;
-          orgId: string;
-          workspaceId: string;
-          virtualKeyId: string;
-          connectionId: string;
-          tool: string;
-          logicalTool: string | null;
-          invocationId: string;
-          idempotencyKey: string;
-          argumentHash: string;
-          requestSnapshot: unknown;
-          status: string;
-          executionStatus: string;
-          expiresAt: Date;
-          policySetHash: string;
-          matchedRules: unknown;
-        }[]
-      >`SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", "invocationId",
-               "idempotencyKey", "argumentHash", "requestSnapshot", status::text AS status,
-               "executionStatus"::text AS "executionStatus", "expiresAt", "policySetHash", "matchedRules"
-          FROM approval_requests WHERE id = ${job.requestId} FOR UPDATE`;
-      const [fenced] = await tx.$queryRaw<{ fence: number; status: string }[]>`
-        SELECT fence, status FROM delivery_jobs WHERE id = ${job.id} FOR UPDATE`;
+    return inTransaction(db, async (tx) => {
+      const [workspace] = await tx.query<{ id: string; frozen: boolean; archived: boolean }>(
+        `SELECT id, frozen, ("archivedAt" IS NOT NULL) AS archived FROM workspaces WHERE id = $1 FOR UPDATE`,
+        [head.workspaceId],
+      );
+      const [request] = await tx.query<{
+        id: string;
+        orgId: string;
+        workspaceId: string;
+        virtualKeyId: string;
+        connectionId: string;
+        tool: string;
+        logicalTool: string | null;
+        invocationId: string;
+        idempotencyKey: string;
+        argumentHash: string;
+        requestSnapshot: unknown;
+        status: string;
+        executionStatus: string;
+        expiresAt: Date;
+        policySetHash: string;
+        matchedRules: unknown;
+      }>(
+        `SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", "invocationId",
+                "idempotencyKey", "argumentHash", "requestSnapshot", status::text AS status,
+                "executionStatus"::text AS "executionStatus", "expiresAt", "policySetHash", "matchedRules"
+           FROM approval_requests WHERE id = $1 FOR UPDATE`,
+        [job.requestId],
+      );
+      const [fenced] = await tx.query<{ fence: number; status: string }>(`SELECT fence, status FROM delivery_jobs WHERE id = $1 FOR UPDATE`, [job.id]);
       if (!request || !workspace || !fenced || fenced.fence !== job.fence || fenced.status !== "leased") return { kind: "lost_lease" as const };
 
+      let key: { workspaceId: string; revoked: boolean; keyHash: string } | undefined;
       const code = await (async (): Promise<PreflightCode | null> => {
         if (request.status !== "approved" || !["pending", "dispatched"].includes(request.executionStatus) || workspace.archived) return "approval_not_executable";
         if (new Date(request.expiresAt).getTime() <= Date.now()) return "approval_expired";
         if (workspace.frozen) return "workspace_frozen";
-        if ((await currentPolicySetHash(tx, request.workspaceId)) !== request.policySetHash) return "policy_changed";
-        const votes = await tx.vote.findMany({ where: { requestId: request.id }, select: { userId: true, decision: true } });
-        const tally = await currentQuorum(db.sql, request.orgId, request.matchedRules as RuleSnapshot, votes);
+        const policies = await tx.query<{ id: string; revision: number; enabled: boolean; rules: unknown }>(
+          `SELECT id, revision, enabled, rules FROM approval_policies WHERE "workspaceId" = $1`,
+          [request.workspaceId],
+        );
+        if (policySetHash(policies.map(toDomainPolicy)) !== request.policySetHash) return "policy_changed";
+        const votes = await tx.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [request.id]);
+        const tally = await currentQuorum(tx, request.orgId, request.matchedRules as RuleSnapshot, votes);
         if (tally.state !== "approved") return "reviewer_authority_changed";
-        const key = await tx.virtualKey.findUnique({ where: { id: request.virtualKeyId }, select: { workspaceId: true, revokedAt: true } });
-        if (!key || key.revokedAt || key.workspaceId !== request.workspaceId) return "key_unavailable";
+        [key] = await tx.query<{ workspaceId: string; revoked: boolean; keyHash: string }>(
+          `SELECT "workspaceId", ("revokedAt" IS NOT NULL) AS revoked, "keyHash" FROM virtual_keys WHERE id = $1`,
+          [request.virtualKeyId],
+        );
+        if (!key || key.revoked || key.workspaceId !== request.workspaceId) return "key_unavailable";
         return null;
       })();
 
       if (code !== null) {
-        await tx.deliveryJob.update({
-          where: { id: job.id },
-          data: { status: "failed", errorCode: code, lastError: null, leaseOwner: null, leaseExpiresAt: null },
-        });
-        await tx.approvalRequest.update({
-          where: { id: request.id },
-          data: {
-            revision: { increment: 1 },
-            ...(["pending", "dispatched"].includes(request.executionStatus) ? { executionStatus: "failed" as const } : {}),
-          },
-        });
+        await tx.query(
+          `UPDATE delivery_jobs SET status = 'failed', "errorCode" = $2, "lastError" = NULL, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+            WHERE id = $1`,
+          [job.id, code],
+        );
+        await tx.query(
+          `UPDATE approval_requests
+              SET revision = revision + 1, "updatedAt" = now(),
+                  "executionStatus" = CASE WHEN "executionStatus" IN ('pending', 'dispatched') THEN 'failed'::"ExecutionStatus" ELSE "executionStatus" END
+            WHERE id = $1`,
+          [request.id],
+        );
         return { kind: "failed" as const, code, orgId: request.orgId, workspaceId: request.workspaceId };
       }
 
-      const key = await tx.virtualKey.findUniqueOrThrow({ where: { id: request.virtualKeyId }, select: { keyHash: true } });
+      const keyHash = key!.keyHash;
       const ticket = request.requestSnapshot as ApprovalTicket;
       const token = await mintApprovalToken(
         options.approvalSecret,
@@ -200,7 +214,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         },
       );
       if (request.executionStatus === "pending") {
-        await tx.approvalRequest.update({ where: { id: request.id }, data: { executionStatus: "dispatched", revision: { increment: 1 } } });
+        await tx.query(`UPDATE approval_requests SET "executionStatus" = 'dispatched', revision = revision + 1, "updatedAt" = now() WHERE id = $1`, [request.id]);
       }
       return {
         kind: "dispatch" as const,
@@ -211,7 +225,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
             approval_id: request.id,
             workspace_id: request.workspaceId,
             virtual_key_id: request.virtualKeyId,
-            key_hash: key.keyHash,
+            key_hash: keyHash,
             connection_id: request.connectionId,
             tool: request.tool,
             logical_tool: request.logicalTool,
@@ -234,13 +248,19 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     errorCode: string | null,
     lastError: string | null,
   ): Promise<boolean> {
-    return db.prisma.$transaction(async (tx) => {
-      const { count } = await tx.deliveryJob.updateMany({
-        where: { id: job.id, fence: job.fence, status: "leased" },
-        data: { status: jobStatus, errorCode, lastError, leaseOwner: null, leaseExpiresAt: null },
-      });
-      if (count === 0) return false;
-      await tx.approvalRequest.update({ where: { id: dispatch.body.approval_id }, data: { executionStatus, revision: { increment: 1 } } });
+    return inTransaction(db, async (tx) => {
+      const moved = await tx.query<{ id: string }>(
+        `UPDATE delivery_jobs
+            SET status = $3, "errorCode" = $4, "lastError" = $5, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+          WHERE id = $1 AND fence = $2 AND status = 'leased'
+          RETURNING id`,
+        [job.id, job.fence, jobStatus, errorCode, lastError],
+      );
+      if (moved.length === 0) return false;
+      await tx.query(
+        `UPDATE approval_requests SET "executionStatus" = $2::"ExecutionStatus", revision = revision + 1, "updatedAt" = now() WHERE id = $1`,
+        [dispatch.body.approval_id, executionStatus],
+      );
       return true;
     });
   }
@@ -253,11 +273,14 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     }
     const delay = Math.min(retryBaseMs * 2 ** (job.attempts - 1), retryMaxMs);
     const nextRunAt = new Date(Date.now() + delay);
-    const { count } = await db.prisma.deliveryJob.updateMany({
-      where: { id: job.id, fence: job.fence, status: "leased" },
-      data: { status: "queued", nextRunAt, lastError: reason, leaseOwner: null, leaseExpiresAt: null },
-    });
-    if (count === 0) return { kind: "lost_lease" };
+    const moved = await db.sql.query(
+      `UPDATE delivery_jobs
+          SET status = 'queued', "nextRunAt" = $3, "lastError" = $4, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+        WHERE id = $1 AND fence = $2 AND status = 'leased'
+        RETURNING id`,
+      [job.id, job.fence, nextRunAt, reason],
+    );
+    if (moved.length === 0) return { kind: "lost_lease" };
     log.warn({ jobId: job.id, requestId: job.requestId, attempts: job.attempts, reason, nextRunAt }, "resume not delivered; retrying");
     return { kind: "retry", reason, nextRunAt };
   }
@@ -312,8 +335,14 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     return { kind: "failed", code };
   }
 
+  let lastSweep = 0;
+
   async function tick(): Promise<DeliveryResult[]> {
-    await expireOverdueRequests(db, events);
+    // The expiry sweep runs once an interval, not on every approval wake-up.
+    if (Date.now() - lastSweep >= intervalMs) {
+      lastSweep = Date.now();
+      await expireOverdueRequests(db, events);
+    }
     const results: DeliveryResult[] = [];
     for (let round = 0; round < 100; round++) {
       const jobs = await lease();

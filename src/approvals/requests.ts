@@ -7,7 +7,7 @@ import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { currentPolicySetHash } from "./policies.js";
 import { currentQuorum } from "./quorum.js";
-import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
+import { lockWorkspace, workspaceTarget } from "./workspaces.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting
@@ -96,9 +96,12 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
   const input = parseInput(VoteInput, raw);
   const principal = await authz.requireMember();
   const viewer = authz.viewer!;
-  const request = await db.prisma.approvalRequest.findFirst({ where: { id: input.requestId, orgId: viewer.orgId }, select: { id: true, workspaceId: true } });
+  const request = await db.prisma.approvalRequest.findFirst({
+    where: { id: input.requestId, orgId: viewer.orgId },
+    select: { id: true, workspaceId: true, workspace: { select: { id: true, name: true, stack: { select: { authzGroups: true } } } } },
+  });
   if (!request) throw new NotFoundError("ApprovalRequest", input.requestId);
-  const workspace = await workspaceInViewerOrg(db, authz, request.workspaceId);
+  const workspace = request.workspace;
   await authz.require(workspaceTarget(workspace, "approval_request", "decide"));
 
   const outcome = await db.prisma.$transaction(async (tx) => {

@@ -244,7 +244,9 @@ export function createGateway(options: GatewayOptions): Gateway {
       if (existing.state === "Failed") return { ok: false, inProgress: false, error: existing.error ?? "execution failed" };
       return { ok: false, inProgress: true, error: "execution_in_progress" };
     }
-    await store.setHeldState(held.approvalId, "Executing");
+    // Marking the held record runs beside the call: the execution row above is what makes it once.
+    const marking = store.setHeldState(held.approvalId, "Executing");
+    marking.catch(() => {}); // awaited below; never an unhandled rejection meanwhile
     const call: ExecuteCall = {
       approvalId: held.approvalId,
       invocationId: held.invocationId,
@@ -262,14 +264,14 @@ export function createGateway(options: GatewayOptions): Gateway {
       result = await options.executor(call);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      await store.finishExecution(held, { state: "Failed", error: message });
-      await store.setHeldState(held.approvalId, "Failed");
+      await marking;
+      await Promise.all([store.finishExecution(held, { state: "Failed", error: message }), store.setHeldState(held.approvalId, "Failed")]);
       log.warn({ approvalId: held.approvalId, invocationId: held.invocationId, err: message }, "held call failed at the provider");
       return { ok: false, inProgress: false, error: message };
     }
     const stored = toJsonValue(result);
-    await store.finishExecution(held, { state: "Executed", result: stored });
-    await store.setHeldState(held.approvalId, "Executed", stored);
+    await marking;
+    await Promise.all([store.finishExecution(held, { state: "Executed", result: stored }), store.setHeldState(held.approvalId, "Executed", stored)]);
     log.info({ approvalId: held.approvalId, invocationId: held.invocationId, tool: held.tool }, "held call executed");
     return { ok: true, replayed: false, result: stored };
   }
@@ -503,8 +505,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     });
     if (!matched.ok) return refuse(403, "approval_token_mismatch", { mismatched: matched.mismatched });
 
-    // The exact durable held record: resume never creates an invocation.
-    const held = await store.findHeld(body.approval_id);
+    // The exact durable held record (resume never creates an invocation), and the current key
+    // and connection, read together.
+    const [held, key, connection] = await Promise.all([
+      store.findHeld(body.approval_id),
+      store.findKeyByHash(body.key_hash),
+      store.findConnection(body.connection_id),
+    ]);
     if (!held) {
       const nr = notReadyHttp("held_record_missing");
       return { status: nr.status, headers: nr.headers, body: nr.body, outcome: { kind: "not_ready", reason: "held_record_missing" } };
@@ -526,11 +533,10 @@ export function createGateway(options: GatewayOptions): Gateway {
       .map(([field]) => field);
     if (mismatched.length > 0) return refuse(409, "held_record_mismatch", { mismatched });
 
-    // Re-apply the gateway's CURRENT key, workspace, connection and Cedar state.
-    const key = await store.findKeyByHash(body.key_hash);
+    // Re-apply the gateway's CURRENT key, workspace, connection and Cedar state. (The connection
+    // read is the held record's: connection_id was just required to equal it.)
     if (!key || key.id !== held.virtualKeyId || key.workspaceId !== held.workspaceId || key.revoked) return refuse(403, "key_unavailable");
     if (key.workspace.archived) return refuse(403, "workspace_unavailable");
-    const connection = await store.findConnection(held.connectionId);
     if (!connection || connection.workspaceId !== held.workspaceId || !connection.active) return refuse(403, "connection_unavailable");
     if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
     const logicalTool = held.logicalTool ?? held.tool;

@@ -93,6 +93,7 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     serviceToken: SERVICE_TOKEN,
     retryBaseMs: 20,
     httpTimeoutMs: 5_000,
+    intervalMs: 0, // ticks are driven by the tests; 0 sweeps expiry on every one
     ...options.delivery,
   });
 

@@ -538,6 +538,9 @@ CREATE INDEX "approval_requests_workspaceId_status_idx" ON "approval_requests"("
 CREATE INDEX "approval_requests_orgId_status_idx" ON "approval_requests"("orgId", "status");
 
 -- CreateIndex
+CREATE INDEX "approval_requests_status_expiresAt_idx" ON "approval_requests"("status", "expiresAt");
+
+-- CreateIndex
 CREATE UNIQUE INDEX "votes_requestId_userId_key" ON "votes"("requestId", "userId");
 
 -- CreateIndex

@@ -1,0 +1,200 @@
+// Issue 4 "Speed": the ingest worker files at least 2,000 stream entries per second (beside a
+// baseline: raw XREADGROUP + XACK of the same entries with no database work), and a vote that
+// reaches quorum gets to the gateway's execute in under 100 ms with a shortened delivery
+// interval. Real PostgreSQL (a throwaway bench_ schema) and real Redis.
+
+import { createServer } from "node:http";
+import { performance } from "node:perf_hooks";
+import { Redis } from "ioredis";
+import { Authz } from "../src/authz/authz.js";
+import type { Viewer } from "../src/auth/authenticate.js";
+import { createDeliveryWorker } from "../src/approvals/delivery.js";
+import { createIngestWorker } from "../src/approvals/ingest.js";
+import { voteOnApprovalRequest } from "../src/approvals/requests.js";
+import { validateApprovalRules } from "../src/domain/approvals/policy.js";
+import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../src/gateway/cedar-gate.js";
+import { encodeTicket, newApprovalTicket } from "../src/gateway/errors.js";
+import { createGateway } from "../src/gateway/gateway.js";
+import { createGatewayHttpHandler } from "../src/gateway/http.js";
+import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../src/gateway/keys.js";
+import { createPostgresGatewayStore } from "../src/gateway/postgres-store.js";
+import type { Database } from "../src/infra/db.js";
+import { createEventBus, type EventBus } from "../src/infra/events.js";
+import { createLogger } from "../src/infra/logger.js";
+import type { Prisma } from "../src/generated/prisma/client.js";
+import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
+import { log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
+
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const ENTRIES = Number(process.env.BENCH_APPROVAL_ENTRIES ?? 10_000);
+const VOTES = Number(process.env.BENCH_APPROVAL_VOTES ?? 30);
+const INGEST_TARGET = 2_000;
+const LATENCY_TARGET_MS = 100;
+const DELIVERY_INTERVAL_MS = 25;
+const SECRET = "bench-approval-secret-0123456789abcdef";
+const SERVICE_TOKEN = "bench-gateway-service-token-0123456789";
+
+type Fixture = Awaited<ReturnType<typeof seed>>;
+
+async function seed(db: Database) {
+  await reconcileSystemRoles(db.prisma);
+  const org = await db.prisma.organization.create({ data: { slug: `bench-approvals-${Date.now()}`, name: "bench" } });
+  const reviewers: Viewer[] = [];
+  for (let i = 0; i < 2; i++) {
+    const user = await db.prisma.user.create({ data: { email: `reviewer-${i}-${org.id}@bench.local`, name: `reviewer ${i}` } });
+    await db.prisma.membership.create({ data: { orgId: org.id, userId: user.id } });
+    await db.prisma.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId("approval-reviewer") } });
+    reviewers.push({ userId: user.id, orgId: org.id, tokenId: "bench", name: user.name, email: user.email, isServiceAccount: false });
+  }
+  const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod" } });
+  const connection = await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", provider: "github" } });
+  const key = generateVirtualKey();
+  const virtualKey = await db.prisma.virtualKey.create({
+    data: { orgId: org.id, workspaceId: workspace.id, name: "bench-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: reviewers[0]!.userId },
+  });
+  const rules = validateApprovalRules([
+    { id: "two-reviewers", effect: "allow", tools: ["github.*"], environments: ["prod"], roles: [systemRoleId("approval-reviewer")], count: 2 },
+  ]);
+  if (!rules.ok) throw new Error("bench rules invalid");
+  await db.prisma.approvalPolicy.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "bench", rules: rules.rules as unknown as Prisma.InputJsonValue } });
+  return { org, reviewers, workspace, connection, virtualKey, key };
+}
+
+/** Ingest throughput, beside the same entries read and acked with no database work. */
+async function ingestRows(db: Database, redis: Redis, events: EventBus, f: Fixture, stream: string): Promise<BenchRow[]> {
+  const pipeline = redis.pipeline();
+  const now = new Date();
+  for (let i = 0; i < ENTRIES; i++) {
+    const ticket = newApprovalTicket(
+      {
+        approval_id: `apr_bench_${i}`,
+        workspace_id: f.workspace.id,
+        virtual_key_id: f.virtualKey.id,
+        connection_id: f.connection.id,
+        tool: "github.delete_repo",
+        environment: "prod",
+        destructive: true,
+        arguments: { repo: `acme/repo-${i}`, force: true, reason: "cleanup of an abandoned fork" },
+        idempotency_key: `idem-${i}`,
+        invocation_id: `inv_${i}`,
+        amount_usd: i % 1000,
+      },
+      now,
+    );
+    pipeline.xadd(stream, "*", ...encodeTicket(ticket));
+  }
+  await pipeline.exec();
+  log(`${ENTRIES} tickets on ${stream}`);
+
+  // Baseline: the same entries through a group of their own, read and acked, nothing else.
+  await redis.xgroup("CREATE", stream, "bench-raw", "0");
+  const rawStart = performance.now();
+  let raw = 0;
+  for (;;) {
+    const reply = (await redis.xreadgroup("GROUP", "bench-raw", "c", "COUNT", 500, "STREAMS", stream, ">")) as [string, [string, string[]][]][] | null;
+    const entries = reply?.[0]?.[1] ?? [];
+    if (entries.length === 0) break;
+    await redis.xack(stream, "bench-raw", ...entries.map(([id]) => id));
+    raw += entries.length;
+  }
+  const rawPerSecond = raw / ((performance.now() - rawStart) / 1000);
+
+  const logger = createLogger("silent");
+  const ingest = createIngestWorker({ db, redis, events, logger, streamKey: stream, batchSize: 500 });
+  const start = performance.now();
+  const stats = await ingest.tick();
+  const seconds = (performance.now() - start) / 1000;
+  if (stats.inserted !== ENTRIES) throw new Error(`ingest filed ${stats.inserted} of ${ENTRIES}`);
+  const perSecond = ENTRIES / seconds;
+  log(`ingest: ${perSecond.toFixed(0)} entries/s (raw read+ack ${rawPerSecond.toFixed(0)}/s)`);
+  return [
+    row("ingest: stream entries filed per second (decode, bind, match, insert, ack)", perSecond, "entries/s", {
+      baseline: { name: "raw XREADGROUP+XACK", value: rawPerSecond },
+      target: `≥ ${INGEST_TARGET} entries/s`,
+      pass: perSecond >= INGEST_TARGET,
+    }),
+  ];
+}
+
+/** From the vote that reaches quorum to the gateway's executor, through the delivery worker. */
+async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixture, stream: string): Promise<BenchRow[]> {
+  const logger = createLogger("silent");
+  const executedAt = new Map<string, number>();
+  const waiters = new Map<string, () => void>();
+  const gateway = createGateway({
+    store: createPostgresGatewayStore(db.prisma),
+    stream: redis,
+    streamKey: stream,
+    gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+    approvalSecret: SECRET,
+    serviceToken: SERVICE_TOKEN,
+    executor: async (call) => {
+      executedAt.set(call.approvalId ?? "", performance.now());
+      waiters.get(call.approvalId ?? "")?.();
+      return { ok: true };
+    },
+  });
+  const handler = createGatewayHttpHandler(gateway);
+  const server = createServer((req, res) => void handler(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const ingest = createIngestWorker({ db, redis, events, logger, streamKey: stream, group: "bench-latency" });
+  const delivery = createDeliveryWorker({
+    db,
+    events,
+    logger,
+    approvalSecret: SECRET,
+    gatewayUrl: `http://127.0.0.1:${port}`,
+    serviceToken: SERVICE_TOKEN,
+    intervalMs: DELIVERY_INTERVAL_MS,
+  });
+  delivery.start();
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < VOTES + 3; i++) {
+      const held = await gateway.handleToolCall({
+        authorization: `Bearer ${f.key}`,
+        body: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: `acme/latency-${i}` } } },
+      });
+      if (held.outcome.kind !== "approval_required") throw new Error(`not held: ${JSON.stringify(held.body)}`);
+      const id = held.outcome.approvalId;
+      await ingest.tick();
+      const deps = (viewer: Viewer) => ({ db, events, authz: new Authz(db.sql, viewer) });
+      await voteOnApprovalRequest(deps(f.reviewers[0]!), { requestId: id, decision: "approve", expectedRevision: 1 });
+      const executed = new Promise<void>((resolve) => waiters.set(id, resolve));
+      const start = performance.now();
+      await voteOnApprovalRequest(deps(f.reviewers[1]!), { requestId: id, decision: "approve", expectedRevision: 2 });
+      await Promise.race([executed, new Promise((_, reject) => setTimeout(() => reject(new Error(`not executed in 5 s: ${id}`)), 5_000))]);
+      if (i >= 3) samples.push(executedAt.get(id)! - start); // the first few warm the JIT and the pools
+    }
+  } finally {
+    await delivery.stop();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+  const sorted = [...samples].sort((a, b) => a - b);
+  const p50 = quantile(sorted, 0.5);
+  const p99 = quantile(sorted, 0.99);
+  log(`vote → execute: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms over ${samples.length}`);
+  return [
+    row(`vote reaching quorum → gateway execute, p50 (delivery interval ${DELIVERY_INTERVAL_MS} ms)`, p50, "ms", { max: LATENCY_TARGET_MS }),
+    row(`vote reaching quorum → gateway execute, p99 (delivery interval ${DELIVERY_INTERVAL_MS} ms)`, p99, "ms", { max: LATENCY_TARGET_MS }),
+  ];
+}
+
+export async function run(): Promise<BenchRow[]> {
+  return withBenchSchema(async (db, schema) => {
+    const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 3 });
+    const events = createEventBus({ redisUrl: REDIS_URL, channelPrefix: schema });
+    const ingestStream = `stream:approvals:${schema}:ingest`;
+    const latencyStream = `stream:approvals:${schema}:latency`;
+    try {
+      const fixture = await seed(db);
+      return [...(await ingestRows(db, redis, events, fixture, ingestStream)), ...(await latencyRows(db, redis, events, fixture, latencyStream))];
+    } finally {
+      await redis.del(ingestStream, latencyStream).catch(() => 0);
+      redis.disconnect();
+      await events.close();
+    }
+  });
+}

@@ -1,0 +1,33 @@
+import type { Database, SqlRunner } from "../infra/db.js";
+
+/**
+ * A transaction as a SqlRunner, for the delivery worker's hot path. On PostgreSQL it is one
+ * pooled connection between BEGIN and COMMIT — raw pg costs a fraction of a Prisma query here
+ * (DESIGN.md, "Prisma on machines without the engine download") — and on the embedded PGlite,
+ * whose single connection other callers share, a Prisma interactive transaction.
+ */
+export async function inTransaction<T>(db: Database, fn: (tx: SqlRunner) => Promise<T>): Promise<T> {
+  if (db.kind === "pglite") {
+    return db.prisma.$transaction(async (ptx) => {
+      const runner: SqlRunner = {
+        query: async <R>(text: string, params: unknown[] = []) => (await ptx.$queryRawUnsafe(text, ...params)) as R[],
+        exec: async (script) => {
+          await ptx.$executeRawUnsafe(script);
+        },
+        withConnection: (inner) => inner(runner),
+      };
+      return fn(runner);
+    });
+  }
+  return db.sql.withConnection(async (conn) => {
+    await conn.query("BEGIN");
+    try {
+      const result = await fn(conn);
+      await conn.query("COMMIT");
+      return result;
+    } catch (error) {
+      await conn.query("ROLLBACK").catch(() => {});
+      throw error;
+    }
+  });
+}
