@@ -19,6 +19,7 @@ import type { EventBus } from "./infra/events.js";
 import type { Logger } from "./infra/logger.js";
 import { createServices } from "./services/index.js";
 import { AppError } from "./errors.js";
+import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 
 export interface AppDeps {
   config: Config;
@@ -50,11 +51,10 @@ export function createApp(deps: AppDeps) {
   const yoga = createYoga<{ req?: IncomingMessage }, Context>({
     schema,
     logging: false,
-    graphiql: {
-      title: "Countersign",
-      subscriptionsProtocol: "WS",
-      defaultQuery: EXPLORER_DEFAULT_QUERY,
-    },
+    // The explorer: our own assets, the token header prefilled (from ?token= or the dashboard's
+    // sessionStorage), one example tab per operations/ file (src/dashboard/explorer.ts).
+    graphiql: explorerOptions(),
+    renderGraphiQL: renderExplorer,
     landingPage: false,
     context: async (initial: YogaInitialContext & { req?: IncomingMessage; connectionParams?: Record<string, unknown> }) => {
       const requestId = initial.request.headers.get("x-request-id") ?? randomUUID();
@@ -180,9 +180,3 @@ export function createApp(deps: AppDeps) {
 }
 
 export type App = ReturnType<typeof createApp>;
-
-const EXPLORER_DEFAULT_QUERY = `# Countersign. Send your token as a header: {"Authorization": "Bearer <token>"}
-query Me {
-  viewer { id name email organization { name slug } }
-}
-`;

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AppDeps } from "../app.js";
 import { createApprovalsRuntime, type ApprovalsRuntime } from "../approvals/runtime.js";
+import { createDashboardHttp } from "../dashboard/http.js";
 
 /** An extra HTTP route served beside /graphql (the gateway's resume endpoint, the dashboard). */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
@@ -18,6 +19,8 @@ export function createServices(deps: AppDeps): Services {
   const handlers: HttpHandler[] = [];
   const approvals = createApprovalsRuntime(deps);
   if (approvals.http) handlers.push(approvals.http);
+  // The live gate dashboard at / and the explorer's assets (src/dashboard/).
+  handlers.push(createDashboardHttp());
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
   if (deps.config.workers === "all") approvals.startWorkers();
   return {

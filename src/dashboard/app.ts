@@ -1,0 +1,450 @@
+// The live gate dashboard (served at `/`, bundled for the browser by src/dashboard/http.ts).
+// Workspaces, who each is reserved for, their open plans and each plan's gate with its
+// explanation, kept live over graphql-ws (workspaceGates) with no reload; approve, reserve and
+// release for the signed-in user. The token is entered once and kept in sessionStorage.
+// Plain DOM, no framework; the same typed documents as the CLI (operations/*.graphql).
+import { createClient, type Client } from "graphql-ws/client";
+import {
+  ApprovePlanDocument,
+  ReleaseReservationDocument,
+  ReserveWorkspaceDocument,
+  ViewerDocument,
+  WatchWorkspaceGatesDocument,
+  WorkspaceDocument,
+  WorkspacesDocument,
+  type GateStatusFieldsFragment,
+  type ReservationFieldsFragment,
+  type TypedDocumentString,
+  type ViewerQuery,
+  type WorkspaceFieldsFragment,
+  type WorkspacesQuery,
+} from "../generated/graphql/graphql.js";
+import { explainGate } from "../cli/explain.js";
+
+const TOKEN_KEY = "countersign.token";
+
+interface State {
+  token: string | null;
+  viewer: ViewerQuery["viewer"] | null;
+  workspaces: Map<string, WorkspaceFieldsFragment>;
+  /** workspace id → the newest workspaceGates message's plans, by plan id. */
+  gates: Map<string, { version: number; plans: Map<string, GateStatusFieldsFragment> }>;
+  /** The role picked in each workspace's "reserve for role" select, kept across re-renders. */
+  pickedRole: Map<string, string>;
+  busy: Set<string>;
+  live: "connecting" | "live" | "reconnecting" | "offline";
+}
+
+const state: State = {
+  token: null,
+  viewer: null,
+  workspaces: new Map(),
+  gates: new Map(),
+  pickedRole: new Map(),
+  busy: new Set(),
+  live: "connecting",
+};
+
+let ws: Client | null = null;
+const unsubscribers: Array<() => void> = [];
+
+// ---------------------------------------------------------------------------------------------
+// Transport
+
+class ApiError extends Error {
+  code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+async function request<TResult, TVariables>(document: TypedDocumentString<TResult, TVariables>, variables?: TVariables): Promise<TResult> {
+  const response = await fetch("/graphql", {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${state.token ?? ""}` },
+    body: JSON.stringify({ query: document.toString(), variables: variables ?? {} }),
+  });
+  const body = (await response.json()) as { data?: TResult; errors?: Array<{ message: string; extensions?: { code?: string } }> };
+  if (body.errors?.length) {
+    const first = body.errors[0]!;
+    throw new ApiError(first.extensions?.code ?? "ERROR", body.errors.map((e) => e.message).join("; "));
+  }
+  return body.data as TResult;
+}
+
+/** A mutation result union: the success's data, or its typed error thrown as an ApiError. */
+function unwrap<T>(result: { __typename: string; data?: T; code?: string; message?: string }): T {
+  if (result.data !== undefined) return result.data;
+  throw new ApiError(result.code ?? result.__typename, result.message ?? result.__typename);
+}
+
+function socket(): Client {
+  if (ws) return ws;
+  ws = createClient({
+    url: `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/graphql`,
+    connectionParams: () => ({ authorization: `Bearer ${state.token ?? ""}` }),
+    retryAttempts: Infinity,
+    shouldRetry: () => true,
+    on: {
+      connected: () => setLive("live"),
+      closed: () => setLive(state.token ? "reconnecting" : "offline"),
+    },
+  });
+  return ws;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+async function loadWorkspaces(): Promise<void> {
+  const all: WorkspaceFieldsFragment[] = [];
+  let after: string | null = null;
+  for (;;) {
+    const page: WorkspacesQuery["workspaces"] = (await request(WorkspacesDocument, { first: 100, after })).workspaces;
+    all.push(...page.edges.map((e) => e.node));
+    if (!page.pageInfo.hasNextPage || !page.pageInfo.endCursor) break;
+    after = page.pageInfo.endCursor;
+  }
+  state.workspaces = new Map(all.map((w) => [w.id, w]));
+}
+
+const refetching = new Map<string, Promise<void>>();
+
+/** Re-read one workspace (reservations, open plans, what the viewer may do): coalesced. */
+function refetchWorkspace(id: string): Promise<void> {
+  const running = refetching.get(id);
+  if (running) return running;
+  const next = (async () => {
+    await Promise.resolve();
+    try {
+      const { workspace } = await request(WorkspaceDocument, { id });
+      if (workspace) state.workspaces.set(id, workspace);
+      else state.workspaces.delete(id);
+      renderWorkspace(id);
+    } finally {
+      refetching.delete(id);
+    }
+  })();
+  refetching.set(id, next);
+  return next;
+}
+
+function watchWorkspace(id: string): void {
+  const stop = socket().subscribe<{ workspaceGates: { workspaceId: string; version: number; plans: GateStatusFieldsFragment[] } }>(
+    { query: WatchWorkspaceGatesDocument.toString(), variables: { workspaceId: id } },
+    {
+      next: (message) => {
+        const update = message.data?.workspaceGates;
+        if (!update) {
+          if (message.errors?.length) toast(message.errors.map((e) => e.message).join("; "));
+          return;
+        }
+        const known = state.gates.get(id);
+        if (known && update.version <= known.version) return;
+        state.gates.set(id, { version: update.version, plans: new Map(update.plans.map((p) => [p.planId, p])) });
+        renderWorkspace(id);
+        // Reservations and the open-plan list live on the workspace: re-read it on every change.
+        void refetchWorkspace(id).catch((error: Error) => toast(error.message));
+      },
+      error: (error) => toast(`Live updates for a workspace stopped: ${(error as Error).message ?? "connection error"}`),
+      complete: () => {},
+    },
+  );
+  unsubscribers.push(stop);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions
+
+async function act(key: string, action: () => Promise<unknown>, workspaceId: string, done: string): Promise<void> {
+  if (state.busy.has(key)) return;
+  state.busy.add(key);
+  renderWorkspace(workspaceId);
+  try {
+    await action();
+    toast(done, "ok");
+  } catch (error) {
+    toast((error as Error).message);
+  } finally {
+    state.busy.delete(key);
+    await refetchWorkspace(workspaceId).catch(() => {});
+  }
+}
+
+function approve(workspaceId: string, planId: string): Promise<void> {
+  return act(`approve:${planId}`, async () => unwrap((await request(ApprovePlanDocument, { planId })).approvePlan), workspaceId, "Approved.");
+}
+
+function reserve(workspaceId: string, roleId: string | null): Promise<void> {
+  return act(
+    `reserve:${workspaceId}`,
+    async () => unwrap((await request(ReserveWorkspaceDocument, { workspaceId, roleId })).reserveWorkspace),
+    workspaceId,
+    "Reserved.",
+  );
+}
+
+function release(workspaceId: string, id: string): Promise<void> {
+  return act(`release:${id}`, async () => unwrap((await request(ReleaseReservationDocument, { id })).releaseReservation), workspaceId, "Released.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering (DOM nodes only: every server string goes in as text, never as HTML)
+
+type Child = Node | string | null | undefined | false;
+
+function h(tag: string, attrs: Record<string, string | boolean | ((e: Event) => void)> = {}, ...children: Child[]): HTMLElement {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (typeof v === "function") el.addEventListener(k.replace(/^on/, ""), v);
+    else if (v === true) el.setAttribute(k, "");
+    else if (v !== false) el.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(c);
+  return el;
+}
+
+const $ = (id: string) => document.getElementById(id)!;
+
+function time(iso: string): string {
+  const d = new Date(iso);
+  return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+function holder(r: Pick<ReservationFieldsFragment, "holderUser" | "holderRole">): string {
+  return r.holderUser?.name ?? (r.holderRole ? `role ${r.holderRole.name}` : "?");
+}
+
+function toast(message: string, kind: "error" | "ok" = "error"): void {
+  const el = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status" }, message);
+  $("toasts").append(el);
+  setTimeout(() => el.remove(), kind === "error" ? 8000 : 3000);
+}
+
+function setLive(live: State["live"]): void {
+  state.live = live;
+  const el = document.getElementById("live");
+  if (el) {
+    el.textContent = live === "live" ? "● live" : live === "connecting" ? "○ connecting" : live === "reconnecting" ? "○ reconnecting" : "○ offline";
+    el.className = `live ${live}`;
+    el.dataset.state = live;
+  }
+}
+
+function renderHeader(): void {
+  const who = $("who");
+  who.replaceChildren();
+  if (state.viewer) {
+    who.append(
+      h("span", { class: "org" }, state.viewer.organization.name),
+      h("span", { class: "viewer", "data-testid": "viewer" }, state.viewer.name),
+      h("span", { id: "live", class: `live ${state.live}`, "data-state": state.live }),
+      h("a", { href: "/graphql", class: "link" }, "Explorer"),
+      h("button", { type: "button", class: "link", onclick: signOut }, "Sign out"),
+    );
+    setLive(state.live);
+  }
+}
+
+function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFragment | undefined, planId: string): HTMLElement {
+  const plan = workspace.openPlans.find((p) => p.id === planId);
+  const status = gate?.planStatus ?? plan?.status ?? "PLANNED";
+  const passed = gate?.passed ?? false;
+  const approvedByMe = plan?.approvals.some((a) => a.user.id === state.viewer?.id) ?? false;
+  const busy = state.busy.has(`approve:${planId}`);
+  const lines = gate ? explainGate(gate) : [];
+  return h(
+    "article",
+    { class: `plan ${passed ? "passed" : "held"}`, "data-plan-id": planId, "data-version": String(gate?.version ?? "") },
+    h(
+      "header",
+      {},
+      h("code", { class: "plan-id", title: planId }, planId.slice(0, 8)),
+      h("span", { class: "status", "data-testid": "plan-status" }, status.toLowerCase()),
+      plan && h("span", { class: "meta" }, `${plan.changeCount} change${plan.changeCount === 1 ? "" : "s"} · by ${plan.submittedBy.name} · ${time(plan.createdAt)}`),
+      h("span", { class: `verdict ${passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate ? (passed ? "PASSED" : "NOT PASSED") : "…"),
+    ),
+    h(
+      "ul",
+      { class: "explain" },
+      ...lines.map((l) =>
+        h(
+          "li",
+          { class: l.kind },
+          h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
+          h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
+        ),
+      ),
+    ),
+    status === "PLANNED" &&
+      h(
+        "div",
+        { class: "actions" },
+        approvedByMe
+          ? h("span", { class: "mine" }, "You approved")
+          : h("button", { type: "button", "data-action": "approve", disabled: busy, onclick: () => void approve(workspace.id, planId) }, busy ? "Approving…" : "Approve"),
+      ),
+  );
+}
+
+function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
+  const live = state.gates.get(w.id);
+  const planIds = live ? [...live.plans.keys()] : w.openPlans.map((p) => p.id);
+  const roles = w.reservableRoles;
+  const picked = state.pickedRole.get(w.id) ?? roles[0]?.id ?? "";
+  const reserving = state.busy.has(`reserve:${w.id}`);
+  const select = h(
+    "select",
+    { "aria-label": "Role to reserve for", onchange: (e) => state.pickedRole.set(w.id, (e.target as HTMLSelectElement).value) },
+    ...roles.map((r) => {
+      const option = h("option", { value: r.id }, r.name) as HTMLOptionElement;
+      option.selected = r.id === picked;
+      return option;
+    }),
+  );
+  return h(
+    "section",
+    { class: "workspace", id: `ws-${w.id}`, "data-workspace": w.name },
+    h(
+      "header",
+      {},
+      h("h2", {}, w.name),
+      h("span", { class: `env env-${w.environment}` }, w.environment),
+      h("span", { class: "meta" }, `stack ${w.stack.name} · baseline ${w.requiredApprovals}`),
+      w.frozen && h("span", { class: "badge frozen" }, "frozen"),
+    ),
+    h(
+      "div",
+      { class: "reservations" },
+      h("h3", {}, "Reserved for"),
+      w.reservations.length
+        ? h(
+            "ul",
+            {},
+            ...w.reservations.map((r) =>
+              h(
+                "li",
+                { "data-reservation-id": r.id },
+                h("strong", {}, holder(r)),
+                h("span", { class: "meta" }, ` placed by ${r.placedBy.name}, ${time(r.placedAt)}`),
+                h(
+                  "button",
+                  { type: "button", class: "small", "data-action": "release", disabled: state.busy.has(`release:${r.id}`), onclick: () => void release(w.id, r.id) },
+                  "Release",
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "none" }, "Nobody"),
+      h(
+        "div",
+        { class: "actions" },
+        w.viewerCanReserveForSelf &&
+          h("button", { type: "button", "data-action": "reserve-self", disabled: reserving, onclick: () => void reserve(w.id, null) }, "Reserve for me"),
+        roles.length > 0 &&
+          h(
+            "span",
+            { class: "reserve-role" },
+            select,
+            h(
+              "button",
+              { type: "button", "data-action": "reserve-role", disabled: reserving, onclick: () => void reserve(w.id, (select as HTMLSelectElement).value || null) },
+              "Reserve for role",
+            ),
+          ),
+      ),
+    ),
+    h(
+      "div",
+      { class: "plans" },
+      h("h3", {}, planIds.length ? `Open plans (${planIds.length})` : "Open plans"),
+      planIds.length ? null : h("p", { class: "none" }, "None"),
+      ...planIds.map((id) => gateView(w, live?.plans.get(id), id)),
+    ),
+  );
+}
+
+function renderWorkspace(id: string): void {
+  const w = state.workspaces.get(id);
+  const existing = document.getElementById(`ws-${id}`);
+  if (!w) {
+    existing?.remove();
+    return;
+  }
+  const view = workspaceView(w);
+  if (existing) existing.replaceWith(view);
+  else $("workspaces").append(view);
+}
+
+function renderAll(): void {
+  renderHeader();
+  const list = $("workspaces");
+  list.replaceChildren();
+  if (!state.workspaces.size) list.append(h("p", { class: "none" }, "No workspaces you can read."));
+  for (const id of [...state.workspaces.keys()]) renderWorkspace(id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sign-in
+
+function showSignIn(message?: string): void {
+  $("signin").hidden = false;
+  $("main").hidden = true;
+  $("who").replaceChildren();
+  const error = $("signin-error");
+  error.textContent = message ?? "";
+  error.hidden = !message;
+  ($("token") as HTMLInputElement).focus();
+}
+
+function signOut(): void {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
+  for (const stop of unsubscribers.splice(0)) stop();
+  void ws?.dispose();
+  ws = null;
+  state.workspaces.clear();
+  state.gates.clear();
+  showSignIn();
+}
+
+async function start(token: string): Promise<void> {
+  state.token = token;
+  try {
+    state.viewer = (await request(ViewerDocument, {})).viewer;
+  } catch (error) {
+    state.token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    const code = (error as ApiError).code;
+    showSignIn(code === "UNAUTHENTICATED" ? "That token was not accepted (unknown, revoked or expired)." : (error as Error).message);
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("signin").hidden = true;
+  $("main").hidden = false;
+  await loadWorkspaces();
+  renderAll();
+  for (const id of state.workspaces.keys()) watchWorkspace(id);
+}
+
+function init(): void {
+  const form = $("signin-form") as HTMLFormElement;
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = ($("token") as HTMLInputElement).value.trim().replace(/^Bearer\s+/i, "");
+    if (value) void start(value);
+  });
+  // A token in the URL (?token=…) signs in once and is then dropped from the address bar.
+  const url = new URL(location.href);
+  const fromUrl = url.searchParams.get("token");
+  if (fromUrl) {
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  const token = fromUrl ?? sessionStorage.getItem(TOKEN_KEY);
+  if (token) void start(token);
+  else showSignIn();
+}
+
+init();
