@@ -242,6 +242,23 @@ describe("the held tool call, end to end", () => {
     expect(w.executions.filter((e) => e.approvalId === id)).toHaveLength(1);
   });
 
+  it("subscriptions authorize again on every event: a watcher who loses read access is cut off", async () => {
+    const id = await heldOverHttp({ repo: "acme/e2e-reauth" });
+    await w.ingest.tick();
+    const watcher = w.reviewers[2]!;
+    const s = subscriber<StatusMessage>(watcher.token, STATUS, { id });
+    await s.next((m) => m.status === "PENDING");
+    await w.db.prisma.roleAssignment.deleteMany({ where: { orgId: w.org.orgId, userId: watcher.userId } });
+    try {
+      await vote(w, w.reviewers[0]!, id);
+      await new Promise((r) => setTimeout(r, 400));
+      expect(s.messages.some((m) => m.revision === 2)).toBe(false);
+      expect(JSON.stringify(s.errors)).toContain("Missing permission (approval_request, read");
+    } finally {
+      await w.db.prisma.roleAssignment.create({ data: { orgId: w.org.orgId, userId: watcher.userId, roleId: "system:approval-reviewer" } });
+    }
+  });
+
   it("subscriptions authorize on subscribe: another org's request does not exist for the caller", async () => {
     const id = (await w.db.prisma.approvalRequest.findFirstOrThrow({ where: { orgId: w.org.orgId } })).id;
     const other = await createOrg(w.db);

@@ -208,6 +208,27 @@ describe("the inbox", () => {
   });
 });
 
+describe("lists without N+1", () => {
+  it("an inbox page costs the same statements for 2 requests as for 8", async () => {
+    for (let i = 0; i < 8; i++) {
+      const id = await heldAndFiled(w, { repo: `acme/n-plus-one-${i}` });
+      await vote(w, w.reviewers[0]!, id);
+    }
+    const query = (first: number) =>
+      `{ approvalInbox(first: ${first}) { edges { node { id workspaceName agentKeyName connectionName viewerCanVote quorum { state rules { approvals } } votes { reviewer { name } } delivery { status } viewerEligibility { eligible } } } } }`;
+    const statements = async (first: number) => {
+      await w.t.gql(query(first), {}, w.reviewers[1]!.token);
+      const before = w.db.statementCount();
+      const r = await w.t.gql(query(first), {}, w.reviewers[1]!.token);
+      expect(r.errors).toBeUndefined();
+      expect(r.data.approvalInbox.edges).toHaveLength(first);
+      return w.db.statementCount() - before;
+    };
+    const few = await statements(2);
+    expect(await statements(8)).toBe(few);
+  });
+});
+
 describe("the reviewer view is closed and credential-free", () => {
   const FORBIDDEN = /argument|idempot|payload|snapshot|token|hash|secret|plaintext|credential|password|apikey/i;
 

@@ -306,10 +306,11 @@ builder.queryFields((t) => ({
     type: ApprovalRequestConnection,
     authScopes: { authenticated: true },
     description: "The requests the caller may decide now (pending, unexpired, eligible, not yet voted), newest first.",
-    args: { workspaceId: t.arg.id(), first: t.arg.int(), after: t.arg.string(), last: t.arg.int(), before: t.arg.string() },
+    args: { workspaceId: t.arg.id(), first: t.arg.int({ description: "Default 50, at most 100." }), after: t.arg.string() },
     resolve: async (_root, args, ctx) => {
       const rows = await inboxRequests(ctx, { workspaceId: args.workspaceId ? String(args.workspaceId) : null });
-      return resolveArrayConnection({ args: { ...args, first: Math.min(args.first ?? 50, 100) } }, rows) as never;
+      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
+      return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows) as never;
     },
   }),
   approvalRequests: t.field({
