@@ -300,7 +300,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
           }
         }
       },
-      { timeout: 30_000 },
+      { maxWait: 10_000, timeout: 30_000 },
     );
     return result;
   }

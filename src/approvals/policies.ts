@@ -12,7 +12,7 @@ import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { uniqueViolation } from "../services/prisma-errors.js";
-import { lockWorkspace, workspaceInViewerOrg, workspaceTarget, type Tx } from "./workspaces.js";
+import { LOCKED_TX, lockWorkspace, workspaceInViewerOrg, workspaceTarget, type Tx } from "./workspaces.js";
 import type { Prisma } from "../generated/prisma/client.js";
 
 /**
@@ -155,7 +155,7 @@ export async function createApprovalPolicy({ db, authz, events }: Deps, raw: unk
       });
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
       return { policy, invalidated };
-    });
+    }, LOCKED_TX);
     publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
     return { policy, invalidatedRequestIds: invalidated };
   } catch (error) {
@@ -198,7 +198,7 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
       });
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
       return { policy, invalidated };
-    });
+    }, LOCKED_TX);
     publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
     return { policy, invalidatedRequestIds: invalidated };
   } catch (error) {
@@ -222,7 +222,7 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
     await tx.approvalPolicy.delete({ where: { id: locked.id } });
     const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
     return { policy: locked, invalidated };
-  });
+  }, LOCKED_TX);
   publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
   return { policy, invalidatedRequestIds: invalidated };
 }

@@ -7,7 +7,7 @@ import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { currentPolicySetHash } from "./policies.js";
 import { currentQuorum } from "./quorum.js";
-import { lockWorkspace, workspaceTarget } from "./workspaces.js";
+import { LOCKED_TX, lockWorkspace, workspaceTarget } from "./workspaces.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting
@@ -160,7 +160,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
       await tx.approvalRequest.update({ where: { id: locked.id }, data: { revision: { increment: 1 } } });
     }
     return { vote, state: tally.state };
-  });
+  }, LOCKED_TX);
 
   events.publish("approval:changed", {
     orgId: viewer.orgId,
@@ -176,7 +176,11 @@ export async function expireOverdueRequests(db: Database, events: EventBus, now 
   const rows = await db.sql.query<{ id: string; orgId: string; workspaceId: string }>(
     `UPDATE approval_requests
         SET status = 'expired', "closeReason" = 'expired', "decidedAt" = $1, "updatedAt" = $1, revision = revision + 1
-      WHERE status = 'pending' AND "expiresAt" <= $1
+      WHERE id IN (
+        -- SKIP LOCKED: a row a vote or a policy change holds is theirs to settle; the sweep
+        -- never waits on one, so it can never deadlock with them.
+        SELECT id FROM approval_requests WHERE status = 'pending' AND "expiresAt" <= $1 FOR UPDATE SKIP LOCKED)
+        AND status = 'pending'
       RETURNING id, "orgId", "workspaceId"`,
     [now],
   );

@@ -38,6 +38,9 @@ export async function workspaceInViewerOrg(db: Database, authz: Authz, workspace
   return workspace;
 }
 
+/** Transactions that wait on the workspace lock get room to wait (Prisma's default is 5 s). */
+export const LOCKED_TX = { maxWait: 10_000, timeout: 30_000 } as const;
+
 /**
  * The workspace lock: every vote, policy change, freeze and delivery preflight of a workspace
  * serializes on its row. Lock order is always workspace, then request, then delivery job.

@@ -152,6 +152,15 @@ describe("voting", () => {
     expect(await vote(w, { token: other.adminToken }, id, "APPROVE", 2)).toMatchObject({ __typename: "NotFoundError" });
   });
 
+  it("two votes on the same revision at once: the request lock lets one in, the other is a conflict", async () => {
+    const id = await heldAndFiled(w, { repo: "acme/vote-race" });
+    const [a, b] = await Promise.all([vote(w, w.reviewers[0]!, id, "APPROVE", 1), vote(w, w.reviewers[1]!, id, "APPROVE", 1)]);
+    const kinds = [a.__typename, b.__typename].sort();
+    expect(kinds).toEqual(["ConflictError", "MutationVoteOnApprovalRequestSuccess"]);
+    expect([a, b].find((r) => r.__typename === "ConflictError").currentRevision).toBe(2);
+    expect(await w.db.prisma.vote.count({ where: { requestId: id } })).toBe(1);
+  });
+
   it("a matching reviewer deny rule excludes that person from reviewing", async () => {
     const excluded = w.reviewers[2]!;
     const policy = await w.setPolicy([{ id: `no-r3-${Date.now()}`, effect: "deny", tools: ["*"], environments: ["*"], roles: [], userIds: [excluded.userId] }]);
