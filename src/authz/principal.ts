@@ -87,3 +87,65 @@ export async function roleMembers(sql: SqlRunner, orgId: string, roleIds: readon
   for (const { roleId, userId } of rows) members.get(roleId)?.push(userId);
   return members;
 }
+
+interface BatchPrincipalRow extends PrincipalRow {
+  userId: string;
+}
+
+/**
+ * loadPrincipal for many users in one round trip, with the same semantics (the same held-role
+ * union, the same owner rule; test/gate/principals.test.ts checks them against each other).
+ * The gate needs it: an evaluation checks every approver, and a live-status event re-authorizes
+ * every subscriber, so one query per user would grow with the audience.
+ */
+export async function loadPrincipals(
+  sql: SqlRunner,
+  orgId: string,
+  userIds: readonly string[],
+): Promise<Map<string, CompiledPrincipal & { roleIds: string[] }>> {
+  const unique = [...new Set(userIds)];
+  const out = new Map<string, CompiledPrincipal & { roleIds: string[] }>();
+  if (unique.length === 0) return out;
+  const rows = await sql.query<BatchPrincipalRow>(
+    `WITH wanted AS (SELECT DISTINCT unnest($2::text[]) AS "userId"),
+          held AS (
+            SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" = ANY($2::text[])
+            UNION
+            SELECT g."userId", br."roleId"
+              FROM user_identity_groups g
+              JOIN identity_group_bindings b ON b."identitySourceId" = g."identitySourceId" AND b."groupKey" = g."groupKey"
+              JOIN identity_group_binding_roles br ON br."bindingId" = b.id
+             WHERE b."orgId" = $1 AND g."userId" = ANY($2::text[]))
+     SELECT w."userId",
+            o.id IS NOT NULL AS "orgExists",
+            o."deletedAt" IS NOT NULL AS "orgDeleted",
+            COALESCE(o."ownerUserId" = w."userId", false) AS "isOwner",
+            (m.id IS NOT NULL AND m."deactivatedAt" IS NULL) AS "membershipActive",
+            COALESCE(m."isSuperAdmin", false) AS "isSuperAdmin",
+            (SELECT array_agg(h."roleId") FROM held h WHERE h."userId" = w."userId") AS "roleIds",
+            (SELECT json_agg(DISTINCT jsonb_build_object(
+                      'resourceType', p."resourceType", 'action', p.action,
+                      'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup"))
+               FROM role_permissions p
+              WHERE p."roleId" IN (SELECT h."roleId" FROM held h WHERE h."userId" = w."userId")) AS grants
+       FROM wanted w
+       LEFT JOIN organizations o ON o.id = $1
+       LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId"`,
+    [orgId, unique],
+  );
+  for (const r of rows) {
+    const grants = r.grants ?? [];
+    if (r.isOwner) grants.push(ADMIN_GRANT);
+    out.set(r.userId, {
+      ...compilePrincipal({
+        orgExists: r.orgExists,
+        orgDeleted: r.orgDeleted,
+        membershipActive: r.membershipActive,
+        isSuperAdmin: r.isSuperAdmin,
+        grants,
+      }),
+      roleIds: r.roleIds ?? [],
+    });
+  }
+  return out;
+}

@@ -14,7 +14,8 @@
 // Every read goes through a SqlRunner, so the same loader serves a plain query (the pool) and
 // applyPlan's locked transaction (txSql below).
 
-import { loadPrincipal, roleMembers } from "../authz/principal.js";
+import DataLoader from "dataloader";
+import { loadPrincipals, roleMembers } from "../authz/principal.js";
 import { checkPermission, type CompiledPrincipal, type Target } from "../domain/catalog/index.js";
 import {
   CHANGE_ACTIONS,
@@ -199,16 +200,15 @@ export async function loadGateInputs(sql: SqlRunner, head: PlanHead): Promise<Lo
 export type PrincipalSource = (userId: string) => Promise<CompiledPrincipal & { roleIds: string[] }>;
 
 export function principalSource(sql: SqlRunner, orgId: string): PrincipalSource {
-  const cache = new Map<string, Promise<CompiledPrincipal & { roleIds: string[] }>>();
-  return (userId) => {
-    let hit = cache.get(userId);
-    if (!hit) {
-      hit = loadPrincipal(sql, orgId, userId);
-      cache.set(userId, hit);
-      hit.catch(() => cache.delete(userId));
-    }
-    return hit;
-  };
+  // Requests made in the same tick are loaded in one round trip (loadPrincipals); each user once.
+  const loader = new DataLoader<string, CompiledPrincipal & { roleIds: string[] }>(
+    async (userIds) => {
+      const loaded = await loadPrincipals(sql, orgId, userIds);
+      return userIds.map((id) => loaded.get(id) ?? new Error(`no principal for ${id}`));
+    },
+    { maxBatchSize: 1000 },
+  );
+  return (userId) => loader.load(userId);
 }
 
 /** Who among `userIds` holds (workspace, approve) on the plan's workspace now. */
