@@ -16,17 +16,17 @@ export type QuorumInput = { snapshot: RuleSnapshot; votes: readonly StoredVote[]
 export async function currentQuorums(sql: SqlRunner, orgId: string, items: readonly QuorumInput[]): Promise<QuorumResult[]> {
   const roleIds = [...new Set(items.flatMap((item) => item.snapshot.flatMap((rule) => rule.roles)))];
   const voters = [...new Set(items.flatMap((item) => item.votes.map((v) => v.userId)))];
-  const [members, active] = await Promise.all([
-    voters.length === 0 ? new Map<string, string[]>() : roleMembers(sql, orgId, roleIds),
-    voters.length === 0
-      ? new Set<string>()
-      : sql
-          .query<{ userId: string }>(
-            `SELECT "userId" FROM memberships WHERE "orgId" = $1 AND "userId" = ANY($2::text[]) AND "deactivatedAt" IS NULL`,
-            [orgId, voters],
-          )
-          .then((rows) => new Set(rows.map((r) => r.userId))),
-  ]);
+  if (voters.length === 0) return items.map((item) => quorum(item.snapshot, []));
+  // One after the other: `sql` may be a transaction's single connection.
+  const members = await roleMembers(sql, orgId, roleIds);
+  const active = new Set(
+    (
+      await sql.query<{ userId: string }>(
+        `SELECT "userId" FROM memberships WHERE "orgId" = $1 AND "userId" = ANY($2::text[]) AND "deactivatedAt" IS NULL`,
+        [orgId, voters],
+      )
+    ).map((r) => r.userId),
+  );
   return items.map((item) => {
     const votes: Vote[] = item.votes
       .filter((vote) => active.has(vote.userId))

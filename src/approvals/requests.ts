@@ -7,6 +7,7 @@ import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { currentPolicySetHash } from "./policies.js";
 import { currentQuorum } from "./quorum.js";
+import { prismaTxRunner } from "./sql.js";
 import { LOCKED_TX, lockWorkspace, workspaceTarget } from "./workspaces.js";
 
 /**
@@ -143,7 +144,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
     const vote = await tx.vote.create({
       data: { requestId: locked.id, userId: viewer.userId, decision: input.decision, comment: input.comment ?? null },
     });
-    const tally = await currentQuorum(db.sql, viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
+    const tally = await currentQuorum(prismaTxRunner(tx), viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
     const decidedAt = new Date();
     if (tally.state === "approved") {
       await tx.approvalRequest.update({
