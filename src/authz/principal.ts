@@ -1,5 +1,5 @@
-import type { Permission } from "../domain/catalog/index.js";
-import { compilePrincipal, type CompiledPrincipal } from "../domain/catalog/check.js";
+import { permissionKey, type Permission } from "../domain/catalog/index.js";
+import { compileGrants, compilePrincipal, type CompiledPrincipal } from "../domain/catalog/check.js";
 import type { SqlRunner } from "../infra/db.js";
 
 const ADMIN_GRANT: Permission = { resourceType: "*", action: "*", resourcePattern: "", authzGroup: "" };
@@ -88,15 +88,18 @@ export async function roleMembers(sql: SqlRunner, orgId: string, roleIds: readon
   return members;
 }
 
-interface BatchPrincipalRow extends PrincipalRow {
-  userId: string;
+interface BatchRow {
+  org: { exists: boolean; deleted: boolean; ownerUserId: string | null };
+  users: { userId: string; membershipActive: boolean; isSuperAdmin: boolean; roleIds: string[] | null }[];
+  roleGrants: Record<string, Permission[]> | null;
 }
 
 /**
  * loadPrincipal for many users in one round trip, with the same semantics (the same held-role
  * union, the same owner rule; test/gate/principals.test.ts checks them against each other).
  * The gate needs it: an evaluation checks every approver, and a live-status event re-authorizes
- * every subscriber, so one query per user would grow with the audience.
+ * every subscriber, so one query per user would grow with the audience. Grants are read once
+ * per role, and users holding the same roles share one compiled grant index.
  */
 export async function loadPrincipals(
   sql: SqlRunner,
@@ -106,45 +109,63 @@ export async function loadPrincipals(
   const unique = [...new Set(userIds)];
   const out = new Map<string, CompiledPrincipal & { roleIds: string[] }>();
   if (unique.length === 0) return out;
-  const rows = await sql.query<BatchPrincipalRow>(
-    `WITH wanted AS (SELECT DISTINCT unnest($2::text[]) AS "userId"),
-          held AS (
+  const [row] = await sql.query<BatchRow>(
+    `WITH held AS (
             SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" = ANY($2::text[])
             UNION
             SELECT g."userId", br."roleId"
               FROM user_identity_groups g
               JOIN identity_group_bindings b ON b."identitySourceId" = g."identitySourceId" AND b."groupKey" = g."groupKey"
               JOIN identity_group_binding_roles br ON br."bindingId" = b.id
-             WHERE b."orgId" = $1 AND g."userId" = ANY($2::text[]))
-     SELECT w."userId",
-            o.id IS NOT NULL AS "orgExists",
-            o."deletedAt" IS NOT NULL AS "orgDeleted",
-            COALESCE(o."ownerUserId" = w."userId", false) AS "isOwner",
-            (m.id IS NOT NULL AND m."deactivatedAt" IS NULL) AS "membershipActive",
-            COALESCE(m."isSuperAdmin", false) AS "isSuperAdmin",
-            (SELECT array_agg(h."roleId") FROM held h WHERE h."userId" = w."userId") AS "roleIds",
-            (SELECT json_agg(DISTINCT jsonb_build_object(
-                      'resourceType', p."resourceType", 'action', p.action,
-                      'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup"))
-               FROM role_permissions p
-              WHERE p."roleId" IN (SELECT h."roleId" FROM held h WHERE h."userId" = w."userId")) AS grants
-       FROM wanted w
-       LEFT JOIN organizations o ON o.id = $1
-       LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId"`,
+             WHERE b."orgId" = $1 AND g."userId" = ANY($2::text[])),
+          per_role AS (
+            SELECT p."roleId", json_agg(DISTINCT jsonb_build_object(
+                     'resourceType', p."resourceType", 'action', p.action,
+                     'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup")) AS grants
+              FROM role_permissions p WHERE p."roleId" IN (SELECT "roleId" FROM held) GROUP BY p."roleId")
+     SELECT json_build_object('exists', o.id IS NOT NULL, 'deleted', o."deletedAt" IS NOT NULL, 'ownerUserId', o."ownerUserId") AS org,
+            (SELECT json_agg(json_build_object(
+                      'userId', w."userId",
+                      'membershipActive', (m.id IS NOT NULL AND m."deactivatedAt" IS NULL),
+                      'isSuperAdmin', COALESCE(m."isSuperAdmin", false),
+                      'roleIds', (SELECT json_agg(h."roleId" ORDER BY h."roleId") FROM held h WHERE h."userId" = w."userId")))
+               FROM (SELECT DISTINCT unnest($2::text[]) AS "userId") w
+               LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId") AS users,
+            (SELECT json_object_agg("roleId", grants) FROM per_role) AS "roleGrants"
+       FROM (SELECT 1) AS one LEFT JOIN organizations o ON o.id = $1`,
     [orgId, unique],
   );
-  for (const r of rows) {
-    const grants = r.grants ?? [];
-    if (r.isOwner) grants.push(ADMIN_GRANT);
-    out.set(r.userId, {
-      ...compilePrincipal({
-        orgExists: r.orgExists,
-        orgDeleted: r.orgDeleted,
-        membershipActive: r.membershipActive,
-        isSuperAdmin: r.isSuperAdmin,
-        grants,
-      }),
-      roleIds: r.roleIds ?? [],
+  const r = row!;
+  const roleGrants = r.roleGrants ?? {};
+  // Users holding the same roles (and owner flag) share grants and one compiled index.
+  const compiled = new Map<string, { grants: Permission[]; index: CompiledPrincipal["index"] }>();
+  for (const u of r.users ?? []) {
+    const roleIds = u.roleIds ?? [];
+    const isOwner = r.org.ownerUserId === u.userId;
+    const key = `${isOwner ? 1 : 0}\u0000${roleIds.join("\u0000")}`;
+    let shared = compiled.get(key);
+    if (!shared) {
+      const seen = new Set<string>();
+      const grants: Permission[] = [];
+      for (const id of roleIds) {
+        for (const g of roleGrants[id] ?? []) {
+          const k = permissionKey(g);
+          if (!seen.has(k)) (seen.add(k), grants.push(g));
+        }
+      }
+      // Seed 004, Notes: a personal organization's owner is admin implicitly.
+      if (isOwner) grants.push(ADMIN_GRANT);
+      shared = { grants, index: compileGrants(grants) };
+      compiled.set(key, shared);
+    }
+    out.set(u.userId, {
+      orgExists: r.org.exists,
+      orgDeleted: r.org.deleted,
+      membershipActive: u.membershipActive,
+      isSuperAdmin: u.isSuperAdmin,
+      grants: shared.grants,
+      index: shared.index,
+      roleIds,
     });
   }
   return out;

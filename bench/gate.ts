@@ -1,0 +1,380 @@
+// Issue 3, "Speed": gate evaluation for a plan of 2,000 changes under 50 overlapping policies
+// with 20 approvals in under 5 ms in process, and planGate delivery from mutation commit to a
+// subscriber on another process under 50 ms p99 with 1,000 concurrent subscribers on one
+// process. Each figure stands beside a baseline measured in the same run.
+//
+// The delivery half runs a real second server process (`tsx src/main.ts`) on the bench's
+// PostgreSQL schema and Redis; this process commits approvals (the service call returns right
+// after its transaction commits and the event is published) and holds 1,000 graphql-ws
+// subscriptions to the other process, one WebSocket each, for 100 distinct users. Loopback only;
+// every loop is bounded.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import { Redis } from "ioredis";
+import WebSocket from "ws";
+import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
+import { Authz } from "../src/authz/authz.js";
+import { evaluateGate, type ChangeAction, type GateInput, type GatePolicy } from "../src/domain/gate/index.js";
+import type { Database } from "../src/infra/db.js";
+import { createEventBus } from "../src/infra/events.js";
+import { evaluateLive, loadPlanHead, nextGateVersion } from "../src/services/gate.js";
+import { approvePlan } from "../src/services/plans.js";
+import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
+import { BENCH_DATABASE_URL, consume, log, quantile, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+
+const CHANGES = 2000;
+const POLICIES = 50;
+const APPROVALS = 20;
+const SUBSCRIBERS = Number(process.env.BENCH_GATE_SUBSCRIBERS ?? 1000);
+const USERS = Math.min(100, SUBSCRIBERS);
+const ROUNDS = Number(process.env.BENCH_GATE_ROUNDS ?? 20);
+const EVAL_TARGET_MS = 5;
+const DELIVERY_TARGET_MS = 50;
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const ACTIONS: ChangeAction[] = ["create", "update", "delete", "replace"];
+
+// ── The data set: 2,000 changes × 50 overlapping policies × 20 approvals ─────────────
+
+/** Addresses spread over 40 modules and 10 resource types, so every change is governed by several policies. */
+const addressOf = (i: number) => `module.m${i % 40}.aws_type${i % 10}.r${i}`;
+
+function policiesFor(userIds: readonly string[], roleIds: readonly string[]): GatePolicy[] {
+  return Array.from({ length: POLICIES }, (_, k) => ({
+    id: `policy-${String(k).padStart(2, "0")}`,
+    name: `policy ${k}`,
+    // Overlapping: by module, by type, and a few broad ones; plus hand-picked assignments.
+    addressPatterns: [`module.m${k % 40}.*`, `*.aws_type${k % 10}.*`, ...(k % 7 === 0 ? ["module.*"] : [])],
+    assignedAddresses: Array.from({ length: 5 }, (_, j) => addressOf((k * 37 + j * 101) % CHANGES)),
+    requirements: Object.fromEntries(
+      ACTIONS.map((action, a) => [
+        action,
+        {
+          count: (k + a) % 4 === 3 ? ("auto" as const) : (((k + a) % 3) + 1) as 1 | 2 | 3,
+          // Every other policy names people who did not approve: its list is reported missing.
+          approverUserIds: k % 2 === 0 ? userIds.slice(k % 5, (k % 5) + 2) : userIds.slice(30 + (k % 5), 32 + (k % 5)),
+          approverRoleIds: k % 3 === 0 ? [roleIds[k % roleIds.length]!] : [],
+        },
+      ]),
+    ) as unknown as GatePolicy["requirements"],
+  }));
+}
+
+function syntheticInput(): GateInput {
+  const users = Array.from({ length: 40 }, (_, i) => `user-${i}`);
+  const roles = Array.from({ length: 10 }, (_, i) => `role-${i}`);
+  return {
+    baseline: 2,
+    changes: Array.from({ length: CHANGES }, (_, i) => ({ address: addressOf(i), action: ACTIONS[i % 4]! })),
+    policies: policiesFor(users, roles),
+    approvals: users.slice(0, APPROVALS).map((userId, i) => ({ userId, approvedAt: new Date(1_700_000_000_000 + i * 1000) })),
+    approveHolders: new Set(users.slice(0, 15)),
+    roleMembers: new Map(roles.map((r, i) => [r, users.slice(i * 3, i * 3 + 5)])),
+    reservations: [
+      { id: "res-1", holder: { kind: "user", userId: users[3]! }, placedByUserId: users[0]! },
+      { id: "res-2", holder: { kind: "role", roleId: roles[2]! }, placedByUserId: users[0]! },
+    ],
+  };
+}
+
+async function evaluationRows(): Promise<BenchRow[]> {
+  const input = syntheticInput();
+  const evaluation = evaluateGate(input);
+  log(`evaluation: ${evaluation.requirements.length} requirements, passed=${evaluation.passed}, ${evaluation.reasons.length} reasons`);
+  const timed = await timeAsync(async () => consume(evaluateGate(input)), { warmup: 30, iterations: 300 });
+  // The baseline: one trivial pass over the same changes (what any evaluation must at least touch).
+  const trivial = await timeAsync(
+    async () => {
+      const byAddress = new Map<string, ChangeAction>();
+      for (const c of input.changes) byAddress.set(c.address, c.action);
+      consume(byAddress.size);
+    },
+    { warmup: 30, iterations: 300 },
+  );
+  const baseline = { name: "one Map pass over the 2,000 changes", value: trivial.p50 };
+  return [
+    row(`evaluateGate, ${CHANGES} changes × ${POLICIES} overlapping policies × ${APPROVALS} approvals (p50)`, timed.p50, "ms", { baseline, max: EVAL_TARGET_MS }),
+    row(`evaluateGate, same plan (p99)`, timed.p99, "ms", { baseline: { ...baseline, value: trivial.p99 }, max: EVAL_TARGET_MS }),
+  ];
+}
+
+// ── Seeding the database ─────────────────────────────────────────────────────────────
+
+interface Seeded {
+  orgId: string;
+  workspaceId: string;
+  bigPlanId: string;
+  livePlanId: string;
+  approverIds: string[];
+  subscriberTokens: string[];
+}
+
+export async function seed(db: Database): Promise<Seeded> {
+  await reconcileSystemRoles(db.prisma);
+  const org = await db.prisma.organization.create({ data: { slug: `bench-${randomUUID().slice(0, 8)}`, name: "Bench" } });
+  const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-ws", requiredApprovals: 2 } });
+  const live = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-live", requiredApprovals: ROUNDS + 5 } });
+
+  const people = Array.from({ length: USERS + 40 }, (_, i) => ({ id: randomUUID(), email: `u${i}-${org.id}@bench.local`, name: `User ${i}` }));
+  await db.prisma.user.createMany({ data: people });
+  await db.prisma.membership.createMany({ data: people.map((p) => ({ orgId: org.id, userId: p.id })) });
+  const approvers = people.slice(USERS);
+  const viewers = people.slice(0, USERS);
+  await db.prisma.roleAssignment.createMany({
+    data: [
+      ...approvers.map((p) => ({ orgId: org.id, userId: p.id, roleId: systemRoleId("workspace-approver") })),
+      ...viewers.map((p) => ({ orgId: org.id, userId: p.id, roleId: systemRoleId("workspace-reader") })),
+    ],
+  });
+  const tokens = viewers.map(() => generateToken());
+  await db.prisma.apiToken.createMany({
+    data: viewers.map((p, i) => ({ userId: p.id, orgId: org.id, name: "bench", tokenHash: hashToken(tokens[i]!), prefix: tokenPrefix(tokens[i]!) })),
+  });
+
+  // The big plan: the synthetic policies, stored, with real users and roles.
+  const roles = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => db.prisma.role.create({ data: { orgId: org.id, key: `bench-role-${i}`, name: `Bench role ${i}` } })),
+  );
+  const policies = policiesFor(approvers.map((a) => a.id), roles.map((r) => r.id));
+  for (const p of policies) {
+    await db.prisma.resourcePolicy.create({
+      data: {
+        orgId: org.id,
+        name: p.name.replace(" ", "-"),
+        addressPatterns: [...p.addressPatterns],
+        workspaces: { create: [{ workspaceId: workspace.id }] },
+        assignments: { create: [...new Set(p.assignedAddresses)].map((address) => ({ workspaceId: workspace.id, address })) },
+        requirements: {
+          create: ACTIONS.map((action) => {
+            const r = p.requirements[action];
+            return {
+              action,
+              count: r.count === "auto" ? null : r.count,
+              approvers: { create: [...r.approverUserIds.map((userId) => ({ userId })), ...r.approverRoleIds.map((roleId) => ({ roleId }))] },
+            };
+          }),
+        },
+      },
+    });
+  }
+  const big = await db.prisma.plan.create({ data: { orgId: org.id, workspaceId: workspace.id, submittedById: approvers[0]!.id } });
+  await db.prisma.resourceChange.createMany({
+    data: Array.from({ length: CHANGES }, (_, i) => ({ planId: big.id, address: addressOf(i), action: ACTIONS[i % 4]! })),
+  });
+  await db.prisma.approval.createMany({ data: approvers.slice(0, APPROVALS).map((a) => ({ planId: big.id, userId: a.id })) });
+
+  const livePlan = await db.prisma.plan.create({ data: { orgId: org.id, workspaceId: live.id, submittedById: approvers[0]!.id } });
+  await db.prisma.resourceChange.createMany({
+    data: [
+      { planId: livePlan.id, address: "aws_s3_bucket.site", action: "update" },
+      { planId: livePlan.id, address: "aws_db_instance.primary", action: "delete" },
+    ],
+  });
+  return {
+    orgId: org.id,
+    workspaceId: workspace.id,
+    bigPlanId: big.id,
+    livePlanId: livePlan.id,
+    approverIds: approvers.map((a) => a.id),
+    subscriberTokens: Array.from({ length: SUBSCRIBERS }, (_, i) => tokens[i % USERS]!),
+  };
+}
+
+async function databaseRows(db: Database, s: Seeded): Promise<BenchRow[]> {
+  const head = (await loadPlanHead(db.sql, s.orgId, s.bigPlanId))!;
+  const full = await timeAsync(async () => consume(await evaluateLive(db.sql, head, await nextGateVersion(db.sql))), { warmup: 5, iterations: 40 });
+  const raw = await timeAsync(
+    async () => consume(await db.sql.query(`SELECT address, action FROM resource_changes WHERE "planId" = $1`, [s.bigPlanId])),
+    { warmup: 5, iterations: 40 },
+  );
+  return [
+    row(`gate read from PostgreSQL + evaluated, same plan (p50)`, full.p50, "ms", {
+      baseline: { name: "raw SELECT of the plan's 2,000 changes", value: raw.p50 },
+      target: "context",
+    }),
+  ];
+}
+
+// ── Delivery to another process ──────────────────────────────────────────────────────
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+async function startServer(schema: string): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const profile = process.env.BENCH_GATE_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_GATE_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, "--import", "tsx", "src/main.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      DATABASE_URL: BENCH_DATABASE_URL,
+      DATABASE_SCHEMA: schema,
+      REDIS_URL,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      COUNTERSIGN_WORKERS: "none",
+      COUNTERSIGN_SEED_DEMO: "never",
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`the second server exited with ${child.exitCode}`);
+    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ready) return { url, child };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill();
+  throw new Error("the second server did not become ready within 30 s");
+}
+
+/** The floor under any cross-process delivery: a Redis publish reaching a subscriber connection. */
+async function redisRoundTrip(): Promise<{ p50: number; p99: number }> {
+  const pub = new Redis(REDIS_URL);
+  const sub = new Redis(REDIS_URL);
+  const channel = `bench:gate:${randomUUID()}`;
+  await sub.subscribe(channel);
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < 200; i++) {
+      const got = new Promise<void>((resolve) => sub.once("message", () => resolve()));
+      const start = performance.now();
+      await pub.publish(channel, JSON.stringify({ orgId: "x", workspaceIds: ["y"], reason: "bench" }));
+      await got;
+      samples.push(performance.now() - start);
+    }
+  } finally {
+    pub.disconnect();
+    sub.disconnect();
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99) };
+}
+
+const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) { version evaluation { approvalsCounted } } }`;
+
+/**
+ * A minimal graphql-transport-ws subscriber: it notes the arrival time first and does as little
+ * as possible after, so 1,000 of them in one process measure the server, not their own queue.
+ */
+class Subscriber {
+  counted = -1;
+  arrivedAt = 0;
+  private readonly socket: WebSocket;
+  readonly ready: Promise<void>;
+
+  constructor(url: string, token: string, planId: string, onNext: (s: Subscriber) => void) {
+    this.socket = new WebSocket(`${url.replace(/^http/, "ws")}/graphql`, "graphql-transport-ws");
+    this.ready = new Promise((resolve, reject) => {
+      this.socket.on("open", () => this.socket.send(JSON.stringify({ type: "connection_init", payload: { authorization: `Bearer ${token}` } })));
+      this.socket.on("error", reject);
+      this.socket.on("message", (data) => {
+        const at = performance.now();
+        const message = JSON.parse(String(data)) as { type: string; payload?: { data?: { planGate?: { evaluation: { approvalsCounted: number } } } } };
+        if (message.type === "connection_ack") {
+          this.socket.send(JSON.stringify({ id: "1", type: "subscribe", payload: { query: PLAN_GATE, variables: { planId } } }));
+        } else if (message.type === "next") {
+          const counted = message.payload?.data?.planGate?.evaluation.approvalsCounted ?? -1;
+          if (counted > this.counted) {
+            this.counted = counted;
+            this.arrivedAt = at;
+            if (this.counted === 0) resolve();
+            onNext(this);
+          }
+        } else if (message.type === "error" || message.type === "complete") {
+          reject(new Error(`subscription ended: ${String(data)}`));
+        }
+      });
+    });
+  }
+
+  close() {
+    this.socket.close();
+  }
+}
+
+async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<BenchRow[]> {
+  const server = await startServer(schema);
+  // This process commits the approvals; the bus prefix is the server's default.
+  const events = createEventBus({ redisUrl: REDIS_URL });
+  const subscribers: Subscriber[] = [];
+  try {
+    log(`second server at ${server.url}; opening ${SUBSCRIBERS} subscriptions (one WebSocket each, ${USERS} users)`);
+    let target = 0;
+    let reached = 0;
+    let allReached: () => void = () => {};
+    const onNext = (sub: Subscriber) => {
+      if (sub.counted >= target && ++reached === SUBSCRIBERS) allReached();
+    };
+    for (let i = 0; i < SUBSCRIBERS; i += 100) {
+      const batch = Array.from({ length: Math.min(100, SUBSCRIBERS - i) }, (_, j) => new Subscriber(server.url, s.subscriberTokens[i + j]!, s.livePlanId, onNext));
+      subscribers.push(...batch);
+      // Connect in batches of 100, so the second server is never asked for 1,000 handshakes at once.
+      await Promise.all(batch.map((b) => b.ready));
+    }
+    log(`${SUBSCRIBERS} subscribers have their first message`);
+
+    const samples: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const approverId = s.approverIds[round]!;
+      const authz = new Authz(db.sql, { userId: approverId, orgId: s.orgId, tokenId: "bench", name: "bench", email: "bench", isServiceAccount: false });
+      target = round + 1;
+      reached = 0;
+      const done = new Promise<void>((resolve, reject) => {
+        allReached = resolve;
+        setTimeout(() => reject(new Error(`round ${round}: ${reached} of ${SUBSCRIBERS} received within 10 s`)), 10_000).unref();
+      });
+      await approvePlan({ db, authz, events }, s.livePlanId);
+      const committed = performance.now();
+      await done;
+      for (const sub of subscribers) samples.push(Math.max(0, sub.arrivedAt - committed));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    samples.sort((a, b) => a - b);
+    const floor = await redisRoundTrip();
+    return [
+      row(`planGate delivery, commit → subscriber on another process, ${SUBSCRIBERS} subscribers (p50)`, quantile(samples, 0.5), "ms", {
+        baseline: { name: "Redis publish → subscriber (p50)", value: floor.p50 },
+        target: "context",
+      }),
+      row(`planGate delivery, commit → subscriber on another process, ${SUBSCRIBERS} subscribers (p99)`, quantile(samples, 0.99), "ms", {
+        baseline: { name: "Redis publish → subscriber (p99)", value: floor.p99 },
+        max: DELIVERY_TARGET_MS,
+      }),
+    ];
+  } finally {
+    for (const sub of subscribers) sub.close();
+    await events.close();
+    server.child.kill("SIGTERM");
+    await new Promise((r) => server.child.once("exit", r).once("error", r));
+  }
+}
+
+export async function run(): Promise<BenchRow[]> {
+  const rows = await evaluationRows();
+  await withBenchSchema(async (db, schema) => {
+    const seeded = await seed(db);
+    rows.push(...(await databaseRows(db, seeded)));
+    rows.push(...(await deliveryRows(db, schema, seeded)));
+  });
+  return rows;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { formatTable } = await import("./lib.js");
+  console.log(formatTable(await run()));
+  process.exit(0);
+}
