@@ -37,8 +37,9 @@ export async function seedDemo(prisma: PrismaClient): Promise<DemoSeed> {
     { name: "team-a-network", authzGroups: ["env-prod"], labels: { env: "prod", team: "a" } },
     { name: "status-page", authzGroups: [], labels: { team: "sre" } },
   ];
+  const stackIds = new Map<string, string>();
   for (const s of stacks) {
-    await prisma.stack.create({
+    const stack = await prisma.stack.create({
       data: {
         orgId: org.id,
         name: s.name,
@@ -51,7 +52,80 @@ export async function seedDemo(prisma: PrismaClient): Promise<DemoSeed> {
         groupMembers: { create: s.authzGroups.map((g) => ({ orgId: org.id, groupName: g, stackName: s.name })) },
       },
     });
+    stackIds.set(s.name, stack.id);
   }
   await prisma.organization.update({ where: { id: org.id }, data: { protectedLabelKeys: ["env"] } });
+  tokens.push(...(await seedApplyGateDemo(prisma, org.id, alice.id, stackIds)));
   return { orgSlug: org.slug, tokens };
+}
+
+/**
+ * The apply gate, ready to look at (seed 000): payments-prod has a baseline of 2, a resource
+ * policy over its databases (a delete needs 2 approvals, one from DevOps), a reservation for
+ * the DevOps role placed by Alice, and an open plan from the CI bot that Carol has approved —
+ * so `gate(planId)` explains what is still missing, and approving as Erin (DevOps) moves it.
+ */
+async function seedApplyGateDemo(
+  prisma: PrismaClient,
+  orgId: string,
+  aliceId: string,
+  stackIds: ReadonlyMap<string, string>,
+): Promise<DemoSeed["tokens"]> {
+  const byEmail = async (email: string) => (await prisma.user.findUniqueOrThrow({ where: { email } })).id;
+  const carol = await byEmail("carol@acme.test");
+  const ciBot = await byEmail("ci-bot@acme.test");
+  const devops = await prisma.role.create({
+    data: {
+      orgId,
+      key: "devops",
+      name: "DevOps",
+      description: "Approves production applies; holds reservations on production workspaces.",
+      permissions: {
+        create: [
+          { resourceType: "workspace", action: "read" },
+          { resourceType: "workspace", action: "approve" },
+          { resourceType: "stack", action: "read" },
+          { resourceType: "role", action: "read" },
+        ],
+      },
+    },
+  });
+  const erin = await prisma.user.create({ data: { email: "erin@acme.test", name: "Erin (DevOps)" } });
+  await prisma.membership.create({ data: { orgId, userId: erin.id } });
+  await prisma.roleAssignment.create({ data: { orgId, userId: erin.id, roleId: devops.id } });
+  const { token } = await issueToken(prisma, { userId: erin.id, orgId, name: "demo" });
+
+  const prod = await prisma.workspace.create({
+    data: { orgId, stackId: stackIds.get("payments-api")!, name: "payments-prod", environment: "prod", requiredApprovals: 2 },
+  });
+  await prisma.workspace.create({
+    data: { orgId, stackId: stackIds.get("status-page")!, name: "status-page-prod", environment: "prod", requiredApprovals: 1 },
+  });
+  await prisma.resourcePolicy.create({
+    data: {
+      orgId,
+      name: "prod-databases",
+      description: "Deleting or replacing a production database needs two approvals, one from DevOps.",
+      addressPatterns: ["aws_db_instance.*", "module.db.*"],
+      workspaces: { create: [{ workspaceId: prod.id }] },
+      requirements: {
+        create: [
+          { action: "create", count: null },
+          { action: "update", count: 1 },
+          { action: "delete", count: 2, approvers: { create: [{ roleId: devops.id }] } },
+          { action: "replace", count: 2, approvers: { create: [{ roleId: devops.id }] } },
+        ],
+      },
+    },
+  });
+  await prisma.reservation.create({ data: { orgId, workspaceId: prod.id, holderRoleId: devops.id, placedById: aliceId } });
+  const plan = await prisma.plan.create({ data: { orgId, workspaceId: prod.id, submittedById: ciBot } });
+  await prisma.resourceChange.createMany({
+    data: [
+      { planId: plan.id, address: "aws_db_instance.ledger", action: "replace" },
+      { planId: plan.id, address: "aws_s3_bucket.receipts", action: "create" },
+    ],
+  });
+  await prisma.approval.create({ data: { planId: plan.id, userId: carol } });
+  return [{ name: erin.name, email: erin.email, role: "DevOps (custom)", token }];
 }
