@@ -1,0 +1,215 @@
+// The chatops CLI as a script would run it: `src/cli/index.ts` in a child process against a
+// listening Countersign, branching on exit codes (0 success / gate passed, 3 gate not passed,
+// 1 error, 2 usage) and reading --json.
+//
+// tsx compiles the CLI on every start (seconds on two busy cores), so the file compiles
+// src/cli/index.ts and client.ts once with esbuild (what tsx does per run, minus the type
+// erasure cache) and runs that with node; one test goes through `bin/countersign.js` (the
+// `npx countersign` path, through tsx) to prove the shipped entry works.
+import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../helpers/harness.js";
+import { applyAs, approveAs, reportApplied, reserveFor, seedGate, type GateSeed } from "./seed.js";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const bin = fileURLToPath(new URL("../../bin/countersign.js", import.meta.url));
+const builtDir = fileURLToPath(new URL(`../../test-output/cli-${process.pid}/`, import.meta.url));
+
+let t: TestApp;
+let url: string;
+
+beforeAll(async () => {
+  const [app] = await Promise.all([
+    startTestApp(),
+    build({
+      entryPoints: ["src/cli/index.ts", "src/cli/client.ts"],
+      absWorkingDir: root,
+      outdir: builtDir,
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      packages: "external",
+      logLevel: "warning",
+    }),
+  ]);
+  t = app;
+  url = await t.listen();
+});
+afterAll(() => rmSync(builtDir, { recursive: true, force: true }));
+afterAll(() => t.close());
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function start(args: string[], env: Record<string, string | undefined>, options: { viaBin?: boolean } = {}) {
+  const entry = options.viaBin ? bin : `${builtDir}index.js`;
+  const child = spawn(process.execPath, [entry, ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: "test", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
+  child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+  const done = new Promise<Run>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+  return {
+    done,
+    output: () => stdout,
+    async waitFor(text: string | RegExp, timeoutMs = 15_000): Promise<void> {
+      const started = Date.now();
+      while (!(typeof text === "string" ? stdout.includes(text) : text.test(stdout))) {
+        if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${text}; stdout:\n${stdout}\nstderr:\n${stderr}`);
+        if (child.exitCode !== null) throw new Error(`exited ${child.exitCode} before ${text}; stdout:\n${stdout}\nstderr:\n${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    kill: () => child.kill(),
+  };
+}
+
+const cli = (args: string[], token: string | undefined, extraEnv: Record<string, string> = {}) =>
+  start(args, { COUNTERSIGN_URL: url, COUNTERSIGN_TOKEN: token, ...extraEnv }).done;
+
+/** The exit code, with the output in the failure message. */
+function exits(run: Run, code: number): void {
+  expect(run.code, `exit ${run.code}, expected ${code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`).toBe(code);
+}
+
+describe("countersign CLI", () => {
+  let s: GateSeed;
+  beforeAll(async () => {
+    s = await seedGate(t);
+    // Reserved for the approver personally, placed by the admin: the list shows both.
+    await reserveFor(t, s.workspaceId, s.approver.token);
+  });
+
+  it("workspaces lists each workspace with who it is reserved for, who placed it, and its open plans (npx countersign)", async () => {
+    const run = await start(["workspaces"], { COUNTERSIGN_URL: url, COUNTERSIGN_TOKEN: s.admin.token }, { viaBin: true }).done;
+    expect(run.stderr).toBe("");
+    exits(run, 0);
+    expect(run.stdout).toContain(s.workspaceName);
+    expect(run.stdout).toMatch(new RegExp(`reserved for: ${s.approver.name} \\(placed by ${s.approver.name}`));
+    expect(run.stdout).toContain(`plan ${s.planId}  planned  2 changes`);
+
+    const json = await cli(["workspaces", "--json"], s.admin.token);
+    exits(json, 0);
+    const list = JSON.parse(json.stdout) as Array<{ name: string; reservations: Array<{ holderUser: { name: string } }>; openPlans: Array<{ id: string }> }>;
+    const w = list.find((x) => x.name === s.workspaceName)!;
+    expect(w.reservations.map((r) => r.holderUser.name)).toEqual([s.approver.name]);
+    expect(w.openPlans.map((p) => p.id)).toEqual([s.planId]);
+  });
+
+  it("gate explains what is missing and from whom, exiting 3 until it passes; approve makes it pass (exit 0)", async () => {
+    const [held, heldJson] = await Promise.all([cli(["gate", s.planId], s.admin.token), cli(["gate", s.planId, "--json"], s.admin.token)]);
+    exits(held, 3);
+    expect(held.stdout).toContain("gate NOT PASSED");
+    expect(held.stdout).toContain("0 of 1 approval from holders of approve");
+    expect(held.stdout).toContain(`from: ${s.approver.name}`);
+
+    exits(heldJson, 3);
+    const gate = JSON.parse(heldJson.stdout) as { passed: boolean; evaluation: { reasons: Array<{ code: string }> } };
+    expect(gate.passed).toBe(false);
+    expect(gate.evaluation.reasons.map((r) => r.code)).toEqual(["BASELINE_NOT_MET", "RESERVATION_UNANSWERED"]);
+
+    const approved = await cli(["approve", s.planId], s.approver.token);
+    exits(approved, 0);
+    expect(approved.stdout).toContain(`Approved plan ${s.planId} as ${s.approver.name}`);
+    expect(approved.stdout).toContain("gate PASSED");
+
+    const passed = await cli(["gate", s.planId, "--json"], s.admin.token);
+    exits(passed, 0);
+    expect(JSON.parse(passed.stdout)).toMatchObject({ passed: true, planStatus: "PLANNED" });
+  });
+
+  it("watch prints each gate change as it arrives and exits 0 when the plan applies", async () => {
+    const w = await seedGate(t);
+    const watch = start(["watch", w.planId], { COUNTERSIGN_URL: url, COUNTERSIGN_TOKEN: w.admin.token });
+    await watch.waitFor("gate NOT PASSED");
+    await approveAs(t, w.planId, w.approver.token);
+    await watch.waitFor("planned · gate PASSED");
+    expect((await applyAs(t, w.planId, w.approver.token)).__typename).toBe("MutationApplyPlanSuccess");
+    await watch.waitFor("applying · gate PASSED");
+    await reportApplied(t, w.planId, w.runner.token);
+    const run = await watch.done;
+    exits(run, 0);
+    expect(run.stdout).toContain(`Plan ${w.planId} reached applied.`);
+    const order = ["planned · gate NOT PASSED", "planned · gate PASSED", "applying · gate PASSED", "applied · gate PASSED"].map((x) => run.stdout.indexOf(x));
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+  });
+
+  it("watch --json prints one gate per line and --until passed exits 0 as soon as the gate passes", async () => {
+    const w = await seedGate(t);
+    const watch = start(["watch", w.planId, "--until", "passed", "--json"], { COUNTERSIGN_URL: url, COUNTERSIGN_TOKEN: w.admin.token });
+    await watch.waitFor('"passed":false');
+    await approveAs(t, w.planId, w.approver.token);
+    const run = await watch.done;
+    exits(run, 0);
+    const lines = run.stdout.trim().split("\n").map((l) => JSON.parse(l) as { passed: boolean; version: number });
+    expect(lines.map((l) => l.passed)).toEqual([false, true]);
+    expect(lines[1]!.version).toBeGreaterThan(lines[0]!.version);
+  });
+
+  it("watch --workspace follows every open plan there and exits 0 when one reaches --until", async () => {
+    const w = await seedGate(t);
+    const watch = start(["watch", "--workspace", w.workspaceName, "--until", "passed"], { COUNTERSIGN_URL: url, COUNTERSIGN_TOKEN: w.admin.token });
+    await watch.waitFor("1 open plan");
+    await approveAs(t, w.planId, w.approver.token);
+    const run = await watch.done;
+    exits(run, 0);
+    expect(run.stdout).toContain(`Plan ${w.planId} on ${w.workspaceName} reached passed.`);
+  });
+
+  it("apply refuses a plan whose gate has not passed with exit 3 and the explanation", async () => {
+    const w = await seedGate(t);
+    const run = await cli(["apply", w.planId], w.approver.token);
+    exits(run, 3);
+    expect(run.stdout).toContain("Not applied: the gate has not passed.");
+    expect(run.stdout).toContain("0 of 1 approval");
+  });
+
+  it("reserve for yourself, then release by workspace name", async () => {
+    const w = await seedGate(t);
+    const reserved = await cli(["reserve", w.workspaceName], w.approver.token);
+    exits(reserved, 0);
+    expect(reserved.stdout).toContain(`Reserved ${w.workspaceName} for ${w.approver.name}`);
+    const held = await cli(["gate", w.planId, "--json"], w.admin.token);
+    expect((JSON.parse(held.stdout) as { evaluation: { reasons: Array<{ code: string }> } }).evaluation.reasons.map((r) => r.code)).toContain("RESERVATION_UNANSWERED");
+    const released = await cli(["release", w.workspaceName, "--json"], w.approver.token);
+    exits(released, 0);
+    expect(JSON.parse(released.stdout)).toMatchObject({ active: false, releasedBy: { id: w.approver.userId } });
+  });
+
+  it("errors say what to do next, with exit 1 for errors and 2 for usage", async () => {
+    const [noToken, badToken, unreachable, usage, badUntil, denied] = await Promise.all([
+      cli(["workspaces"], undefined),
+      cli(["workspaces"], "cs_not-a-real-token"),
+      cli(["workspaces"], s.admin.token, { COUNTERSIGN_URL: "http://127.0.0.1:9" }),
+      cli(["frobnicate"], s.admin.token),
+      cli(["watch", s.planId, "--until", "sometime"], s.admin.token),
+      cli(["approve", s.planId], s.runner.token),
+    ]);
+    exits(noToken, 1);
+    expect(noToken.stderr).toContain("COUNTERSIGN_TOKEN is not set");
+    expect(noToken.stderr).toContain("admin create-token");
+    exits(badToken, 1);
+    expect(badToken.stderr).toContain("did not accept COUNTERSIGN_TOKEN");
+    exits(unreachable, 1);
+    expect(unreachable.stderr).toContain("Cannot reach Countersign at http://127.0.0.1:9");
+    expect(unreachable.stderr).toContain("npm start");
+    exits(usage, 2);
+    expect(usage.stderr).toContain("Unknown command: frobnicate");
+    exits(badUntil, 2);
+    expect(badUntil.stderr).toContain("--until takes one of");
+    exits(denied, 1);
+    expect(denied.stderr).toMatch(/You lack \(workspace, approve/);
+  });
+});
