@@ -177,6 +177,8 @@ export class GateHub {
   private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
   /** Counters for tests and the bench: evaluations computed and messages delivered. */
   readonly stats = { rounds: 0, evaluations: 0, deliveries: 0 };
+  /** The last rounds (newest last): their version, plans evaluated and messages delivered. */
+  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number }[] = [];
 
   constructor(
     private readonly db: Database,
@@ -360,6 +362,7 @@ export class GateHub {
     const sql = this.db.sql;
     const version = await nextGateVersion(sql);
     const principals = principalSource(sql, orgId);
+    const tally = { orgId, version, evaluations: 0, deliveries: 0 };
 
     const planIds = [...new Set(subs.filter((s): s is PlanSubscriber => s.kind === "plan").map((s) => s.planId))];
     const workspaceIds = [...new Set(subs.filter((s) => s.kind === "workspace").map((s) => s.workspaceId))];
@@ -390,6 +393,7 @@ export class GateHub {
       let s = snapshots.get(head.id);
       if (!s) {
         s = this.evaluate(head, version, principals);
+        tally.evaluations++;
         snapshots.set(head.id, s);
       }
       return s;
@@ -413,15 +417,19 @@ export class GateHub {
         if (sub.kind === "plan") {
           const s = await snapshot(heads.get(sub.planId)!);
           this.stats.deliveries++;
+          tally.deliveries++;
           sub.queue.push(s);
           if (TERMINAL.has(s.planStatus)) sub.queue.end();
         } else {
           const plans = await Promise.all((openByWorkspace.get(sub.workspaceId) ?? []).map(snapshot));
           this.stats.deliveries++;
+          tally.deliveries++;
           sub.queue.push({ workspaceId: sub.workspaceId, workspaceName: name, version, plans });
         }
       }),
     );
+    this.recentRounds.push(tally);
+    if (this.recentRounds.length > 50) this.recentRounds.shift();
   }
 
   private evaluate(head: PlanHead, version: number, principals: PrincipalSource): Promise<GateSnapshot> {
