@@ -41,6 +41,11 @@ export type IngestOptions = {
   /** Pending entries idle this long are reclaimed from whichever consumer holds them. Default 60 s. */
   claimIdleMs?: number;
   now?: () => Date;
+  /**
+   * After each tick, XTRIM MINID what every consumer group of the stream has read and acked, so
+   * the stream does not grow without bound. Default true.
+   */
+  trim?: boolean;
   /** Runs after the commit and before the XACK: tests stop here to play a crash. */
   beforeAck?: (entryIds: string[]) => Promise<void> | void;
 };
@@ -121,7 +126,30 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
       add(stats, await processEntries(entries));
       if (entries.length < batchSize) break;
     }
+    if (options.trim !== false && stats.read > 0) await trim();
     return stats;
+  }
+
+  /**
+   * Drops entries below the oldest one any group still needs: its oldest pending entry, or the
+   * one after its last delivered. Every group counts, not only ours — the stream may have other
+   * readers.
+   */
+  async function trim(): Promise<void> {
+    const groups = (await redis.xinfo("GROUPS", streamKey)) as unknown[][];
+    let floor: [number, number] | null = null;
+    for (const raw of groups) {
+      const info = new Map<string, unknown>();
+      for (let i = 0; i + 1 < raw.length; i += 2) info.set(String(raw[i]), raw[i + 1]);
+      const name = String(info.get("name"));
+      let needed = nextId(String(info.get("last-delivered-id") ?? "0-0"));
+      if (Number(info.get("pending") ?? 0) > 0) {
+        const summary = (await redis.xpending(streamKey, name)) as [number, string | null, string | null, unknown];
+        if (summary[1]) needed = parseId(summary[1]);
+      }
+      if (!floor || compareIds(needed, floor) < 0) floor = needed;
+    }
+    if (floor) await redis.xtrim(streamKey, "MINID", `${floor[0]}-${floor[1]}`);
   }
 
   async function processEntries(entries: Entry[]): Promise<IngestStats> {
@@ -395,6 +423,20 @@ async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string 
     col((r) => new Date(r.ticket.expires_at)),
     col((r) => new Date(r.ticket.created_at)),
   );
+}
+
+function parseId(id: string): [number, number] {
+  const [ms, seq] = id.split("-");
+  return [Number(ms ?? 0), Number(seq ?? 0)];
+}
+
+function nextId(id: string): [number, number] {
+  const [ms, seq] = parseId(id);
+  return [ms, seq + 1];
+}
+
+function compareIds(a: [number, number], b: [number, number]): number {
+  return a[0] - b[0] || a[1] - b[1];
 }
 
 async function loadPolicies(tx: Tx, workspaceIds: string[]): Promise<Map<string, ApprovalPolicy[]>> {

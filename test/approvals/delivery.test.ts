@@ -121,21 +121,23 @@ describe("delivery", () => {
       approvalSecret: APPROVAL_SECRET,
       gatewayUrl: "http://127.0.0.1:1",
       serviceToken: SERVICE_TOKEN,
-      retryBaseMs: 40,
+      retryBaseMs: 1_000,
       maxAttempts: 3,
     });
-    const first = await worker.tick();
-    expect(first[0]).toMatchObject({ kind: "retry" });
-    const afterFirst = await job(id);
-    expect(afterFirst).toMatchObject({ status: "queued", attempts: 1 });
-    expect(afterFirst.nextRunAt.getTime()).toBeGreaterThan(Date.now());
+    const due = () => w.db.prisma.deliveryJob.update({ where: { requestId: id }, data: { nextRunAt: new Date(Date.now() - 1) } });
+    expect((await worker.tick())[0]).toMatchObject({ kind: "retry" });
+    const first = await job(id);
+    expect(first).toMatchObject({ status: "queued", attempts: 1 });
+    expect(first.nextRunAt.getTime() - first.updatedAt.getTime()).toBeGreaterThanOrEqual(900); // 1 s
     expect(await worker.tick()).toEqual([]); // not due yet
-    await new Promise((r) => setTimeout(r, 60));
+    await due();
     expect((await worker.tick())[0]).toMatchObject({ kind: "retry" });
     const second = await job(id);
-    expect(second.nextRunAt.getTime() - second.updatedAt.getTime()).toBeGreaterThanOrEqual(70); // 40 × 2
-    await new Promise((r) => setTimeout(r, 100));
+    expect(second.attempts).toBe(2);
+    expect(second.nextRunAt.getTime() - second.updatedAt.getTime()).toBeGreaterThanOrEqual(1_900); // 1 s × 2
+    await due();
     expect((await worker.tick())[0]).toEqual({ kind: "failed", code: "delivery_exhausted" });
+    expect(await job(id)).toMatchObject({ status: "failed", errorCode: "delivery_exhausted", attempts: 3 });
     expect(await request(id)).toMatchObject({ executionStatus: "failed" });
   });
 

@@ -82,6 +82,11 @@ function subscriber<T>(token: string, query: string, variables: Record<string, u
   };
 }
 
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+}
+
 type StatusMessage = { id: string; status: string; executionStatus: string; revision: number; votes: { decision: string }[]; delivery: { errorCode: string | null } | null };
 const STATUS = `subscription($id: ID!) { approvalRequestStatus(requestId: $id) { id status executionStatus revision votes { decision } delivery { errorCode } } }`;
 type InboxMessage = { requests: { id: string }[]; addedIds: string[]; removedIds: string[]; reason: string };
@@ -251,7 +256,7 @@ describe("the held tool call, end to end", () => {
     await w.db.prisma.roleAssignment.deleteMany({ where: { orgId: w.org.orgId, userId: watcher.userId } });
     try {
       await vote(w, w.reviewers[0]!, id);
-      await new Promise((r) => setTimeout(r, 400));
+      await until(() => s.errors.length > 0);
       expect(s.messages.some((m) => m.revision === 2)).toBe(false);
       expect(JSON.stringify(s.errors)).toContain("Missing permission (approval_request, read");
     } finally {
@@ -263,7 +268,7 @@ describe("the held tool call, end to end", () => {
     const id = (await w.db.prisma.approvalRequest.findFirstOrThrow({ where: { orgId: w.org.orgId } })).id;
     const other = await createOrg(w.db);
     const s = subscriber<StatusMessage>(other.adminToken, STATUS, { id });
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => s.errors.length > 0);
     expect(s.messages).toEqual([]);
     expect(JSON.stringify(s.errors)).toContain("was not found");
   });

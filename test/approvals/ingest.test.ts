@@ -169,4 +169,20 @@ describe("the ingest worker", () => {
     expect(await w.ingest.tick()).toMatchObject({ read: 600, inserted: 600 });
     expect(await pending()).toBe(0);
   });
+
+  it("trims the stream up to what every consumer group has acked, and no further", async () => {
+    await add(ticket());
+    await w.ingest.tick();
+    expect(await pending()).toBe(0);
+    expect(await w.redis.xlen(w.streamKey)).toBe(0);
+    // Another reader that has not caught up keeps what it has not read.
+    await w.redis.xgroup("CREATE", w.streamKey, "lagging-reader", "$");
+    try {
+      await add(ticket());
+      await w.ingest.tick();
+      expect(await w.redis.xlen(w.streamKey)).toBe(1);
+    } finally {
+      await w.redis.xgroup("DESTROY", w.streamKey, "lagging-reader");
+    }
+  });
 });
