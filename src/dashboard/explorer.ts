@@ -67,9 +67,16 @@ function fragmentsUsed(definition: DefinitionNode, fragments: Map<string, Fragme
   return into;
 }
 
-/** One explorer tab per operations/*.graphql file that holds operations, viewer.graphql first. */
+const TAB_ORDER = ["viewer.graphql", "workspaces.graphql", "gate.graphql", "plan.graphql", "reservations.graphql", "approvals.graphql"];
+
+/** One explorer tab per operations/*.graphql file that holds operations. */
 export function exampleTabs(dir = OPERATIONS_DIR): Tab[] {
-  const files = readdirSync(dir).filter((f) => f.endsWith(".graphql")).sort((a, b) => (a === "viewer.graphql" ? -1 : b === "viewer.graphql" ? 1 : a.localeCompare(b)));
+  // The order a newcomer needs them in; any other file follows by name.
+  const rank = (f: string) => {
+    const i = TAB_ORDER.indexOf(f);
+    return i < 0 ? TAB_ORDER.length : i;
+  };
+  const files = readdirSync(dir).filter((f) => f.endsWith(".graphql")).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   const documents = files.map((f) => ({ file: f, text: readFileSync(dir + f, "utf8"), document: parse(readFileSync(dir + f, "utf8")) }));
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const { document } of documents) {

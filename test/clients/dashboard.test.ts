@@ -1,0 +1,156 @@
+// The dashboard in real headless Chromium (Debian's `chromium`, driven by playwright-core): sign
+// in with a token, watch a gate, approve from a second client, and see the page change with no
+// reload; the dashboard's own buttons reserve and approve. The explorer opens with the token
+// header and the example operations. Screenshots go to test-output/ (printed).
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../helpers/harness.js";
+import { approveAs, reserveFor, seedGate, type GateSeed } from "./seed.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const OUTPUT = fileURLToPath(new URL("../../test-output/", import.meta.url));
+
+let t: TestApp;
+let url: string;
+let context: BrowserContext;
+let profile: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    // Not a skip: CI installs it (.ci/browser), and a developer should too.
+    throw new Error(`Chromium is not installed at ${CHROMIUM}: run \`apt-get update && apt-get install -y chromium\` (.ci/browser does this in CI).`);
+  }
+  mkdirSync(OUTPUT, { recursive: true });
+  profile = mkdtempSync(join(tmpdir(), "countersign-chromium-"));
+  [t, context] = await Promise.all([
+    startTestApp(),
+    chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+      viewport: { width: 1280, height: 860 },
+    }),
+  ]);
+  url = await t.listen();
+});
+
+afterAll(async () => {
+  await context?.close();
+  await t?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+async function newPage(): Promise<{ page: Page; problems: string[] }> {
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console: ${m.text()}`);
+  });
+  return { page, problems };
+}
+
+async function screenshot(page: Page, name: string): Promise<string> {
+  const path = join(OUTPUT, name);
+  await page.screenshot({ path, fullPage: true });
+  console.log(`screenshot: ${path}`);
+  return path;
+}
+
+describe("the live gate dashboard", () => {
+  let s: GateSeed;
+  beforeAll(async () => {
+    s = await seedGate(t);
+    // Held twice: the baseline (1) and a reservation for the approver, placed by the approver.
+    await reserveFor(t, s.workspaceId, s.approver.token);
+  });
+
+  it("signs in with a token, shows the gate explained, and updates live when another client approves (no reload)", async () => {
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/`);
+    await page.fill("#token", s.admin.token);
+    await page.click("#signin-form button[type=submit]");
+
+    const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
+    const plan = card.locator(`article.plan[data-plan-id="${s.planId}"]`);
+    await expect.poll(() => plan.locator("[data-testid=gate-verdict]").textContent()).toBe("NOT PASSED");
+    await expect.poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    const held = await plan.innerText();
+    expect(held).toContain("0 of 1 approval from holders of approve");
+    expect(held).toContain(`from: ${s.approver.name}`);
+    expect(await card.locator(".reservations").innerText()).toContain(s.approver.name);
+    expect(await page.evaluate(() => sessionStorage.getItem("countersign.token"))).toBe(s.admin.token);
+
+    // Any reload would lose this marker.
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+    const versionBefore = Number(await plan.getAttribute("data-version"));
+
+    await approveAs(t, s.planId, s.approver.token); // the second client
+
+    await expect.poll(() => plan.locator("[data-testid=gate-verdict]").textContent(), { timeout: 5_000 }).toBe("PASSED");
+    expect(Number(await plan.getAttribute("data-version"))).toBeGreaterThan(versionBefore);
+    expect(await plan.innerText()).toContain(`1 approval counted: ${s.approver.name}`);
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+    await screenshot(page, "dashboard.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("the page's own buttons: reserve for me holds the gate again, approve answers it", async () => {
+    const { page, problems } = await newPage();
+    // A link carrying ?token= signs in once; the token then lives in sessionStorage, not the URL.
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}`);
+    expect(new URL(page.url()).search).toBe("");
+    const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
+    const verdict = card.locator(`article.plan[data-plan-id="${s.planId}"] [data-testid=gate-verdict]`);
+    await expect.poll(() => verdict.textContent()).toBe("PASSED");
+
+    await card.locator("button[data-action=reserve-self]").click();
+    await expect.poll(() => verdict.textContent(), { timeout: 5_000 }).toBe("NOT PASSED");
+    await expect.poll(() => card.locator(".reservations li").count()).toBe(2);
+
+    await card.locator("button[data-action=approve]").click();
+    await expect.poll(() => verdict.textContent(), { timeout: 5_000 }).toBe("PASSED");
+    await expect.poll(() => card.locator(".mine").textContent()).toBe("You approved");
+
+    // Release the admin's own reservation from the page.
+    const mine = card.locator(".reservations li", { hasText: "Admin" });
+    await mine.locator("button[data-action=release]").click();
+    await expect.poll(() => card.locator(".reservations li").count(), { timeout: 5_000 }).toBe(1);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("a bad token is refused with a way forward", async () => {
+    const { page } = await newPage();
+    await page.goto(`${url}/`);
+    await page.evaluate(() => sessionStorage.clear());
+    await page.reload();
+    await page.fill("#token", "cs_not-a-token");
+    await page.click("#signin-form button[type=submit]");
+    await expect.poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
+    await page.close();
+  });
+});
+
+describe("the explorer", () => {
+  it("opens with the token header from ?token=, the example operations as tabs, and runs them", async () => {
+    const s = await seedGate(t, { approverName: "Explorer Approver" });
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/graphql?token=${encodeURIComponent(s.admin.token)}`);
+    await page.waitForSelector(".graphiql-container", { timeout: 20_000 });
+    expect(new URL(page.url()).search).toBe("");
+    const tabs = await page.locator(".graphiql-tab").allInnerTexts();
+    expect(tabs.map((x) => x.trim())).toEqual(expect.arrayContaining(["Viewer", "Workspaces", "PlanGate", "ApprovePlan", "ReserveWorkspace", "ApprovalInbox"]));
+    await page.locator(".graphiql-execute-button").click();
+    await expect.poll(() => page.locator(".graphiql-response").innerText(), { timeout: 10_000 }).toContain('"viewer"');
+    expect(await page.locator(".graphiql-response").innerText()).toMatch(/"name":\s*"Admin"/);
+    await screenshot(page, "explorer.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
