@@ -7,8 +7,7 @@ import { RESUME_PATH, type ResumeBody } from "../gateway/gateway.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import { policySetHash } from "../domain/approvals/policy.js";
-import { toDomainPolicy } from "./policies.js";
+import { policySetHashOf } from "./policies.js";
 import { inTransaction } from "./sql.js";
 import { currentQuorum } from "./quorum.js";
 import { expireOverdueRequests } from "./requests.js";
@@ -163,11 +162,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         if (request.status !== "approved" || !["pending", "dispatched"].includes(request.executionStatus) || workspace.archived) return "approval_not_executable";
         if (new Date(request.expiresAt).getTime() <= Date.now()) return "approval_expired";
         if (workspace.frozen) return "workspace_frozen";
-        const policies = await tx.query<{ id: string; revision: number; enabled: boolean; rules: unknown }>(
-          `SELECT id, revision, enabled, rules FROM approval_policies WHERE "workspaceId" = $1`,
-          [request.workspaceId],
-        );
-        if (policySetHash(policies.map(toDomainPolicy)) !== request.policySetHash) return "policy_changed";
+        if ((await policySetHashOf(tx, request.workspaceId)) !== request.policySetHash) return "policy_changed";
         const votes = await tx.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [request.id]);
         const tally = await currentQuorum(tx, request.orgId, request.matchedRules as RuleSnapshot, votes);
         if (tally.state !== "approved") return "reviewer_authority_changed";

@@ -8,7 +8,7 @@ import {
   type ApprovalRule,
 } from "../domain/approvals/policy.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
-import type { Database } from "../infra/db.js";
+import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { uniqueViolation } from "../services/prisma-errors.js";
@@ -50,6 +50,15 @@ export async function workspacePolicies(tx: Tx, workspaceId: string): Promise<Ap
 /** The hash the workspace's requests are compared with: its complete active policy set, now. */
 export async function currentPolicySetHash(tx: Tx, workspaceId: string): Promise<string> {
   return policySetHash(await workspacePolicies(tx, workspaceId));
+}
+
+/** The same hash through raw SQL, for transactions that run on a SqlRunner (votes, delivery preflight). */
+export async function policySetHashOf(sql: SqlRunner, workspaceId: string): Promise<string> {
+  const rows = await sql.query<{ id: string; revision: number; enabled: boolean; rules: unknown }>(
+    `SELECT id, revision, enabled, rules FROM approval_policies WHERE "workspaceId" = $1`,
+    [workspaceId],
+  );
+  return policySetHash(rows.map(toDomainPolicy));
 }
 
 const PolicyName = z

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
@@ -5,10 +6,10 @@ import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError 
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
-import { currentPolicySetHash } from "./policies.js";
+import { policySetHashOf } from "./policies.js";
 import { currentQuorum } from "./quorum.js";
-import { prismaTxRunner } from "./sql.js";
-import { LOCKED_TX, lockWorkspace, workspaceTarget } from "./workspaces.js";
+import { inTransaction } from "./sql.js";
+import { workspaceTarget } from "./workspaces.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting
@@ -105,12 +106,15 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
   const workspace = request.workspace;
   await authz.require(workspaceTarget(workspace, "approval_request", "decide"));
 
-  const outcome = await db.prisma.$transaction(async (tx) => {
-    await lockWorkspace(tx, workspace.id);
-    const [locked] = await tx.$queryRaw<
-      { id: string; status: string; revision: number; expiresAt: Date; policySetHash: string; matchedRules: unknown }[]
-    >`SELECT id, status::text AS status, revision, "expiresAt", "policySetHash", "matchedRules"
-        FROM approval_requests WHERE id = ${request.id} FOR UPDATE`;
+  // One transaction on raw SQL (the vote is on the quorum → execute hot path): workspace lock,
+  // then request lock, then every recheck, the vote and its consequences.
+  const outcome = await inTransaction(db, async (tx) => {
+    await tx.query(`SELECT id FROM workspaces WHERE id = $1 FOR UPDATE`, [workspace.id]);
+    const [locked] = await tx.query<{ id: string; status: string; revision: number; expiresAt: Date; policySetHash: string; matchedRules: unknown }>(
+      `SELECT id, status::text AS status, revision, "expiresAt", "policySetHash", "matchedRules"
+         FROM approval_requests WHERE id = $1 FOR UPDATE`,
+      [request.id],
+    );
     if (!locked) throw new NotFoundError("ApprovalRequest", request.id);
 
     // The seed's rechecks, in its order.
@@ -123,7 +127,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
     if (new Date(locked.expiresAt).getTime() <= Date.now()) {
       throw new InvalidStateError("ApprovalRequest", "expired", "The request has expired.");
     }
-    if ((await currentPolicySetHash(tx, workspace.id)) !== locked.policySetHash) {
+    if ((await policySetHashOf(tx, workspace.id)) !== locked.policySetHash) {
       throw new InvalidStateError("ApprovalRequest", "policy_changed", "The workspace's approval policies changed since the request was filed.");
     }
     const snapshot = locked.matchedRules as RuleSnapshot;
@@ -136,32 +140,37 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
           : "No approval rule of this request selects you as a reviewer.",
       );
     }
-    const previous = await tx.vote.findMany({ where: { requestId: locked.id }, select: { userId: true, decision: true } });
+    const previous = await tx.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [locked.id]);
     if (previous.some((v) => v.userId === viewer.userId)) {
       throw new ConflictError("You have already voted on this request.", locked.revision);
     }
 
-    const vote = await tx.vote.create({
-      data: { requestId: locked.id, userId: viewer.userId, decision: input.decision, comment: input.comment ?? null },
-    });
-    const tally = await currentQuorum(prismaTxRunner(tx), viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
-    const decidedAt = new Date();
+    const [vote] = await tx.query<VoteResult["vote"]>(
+      `INSERT INTO votes (id, "requestId", "userId", decision, comment) VALUES ($1, $2, $3, $4, $5)
+       RETURNING id, "userId", decision, comment, "createdAt"`,
+      [randomUUID(), locked.id, viewer.userId, input.decision, input.comment ?? null],
+    );
+    const tally = await currentQuorum(tx, viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
     if (tally.state === "approved") {
-      await tx.approvalRequest.update({
-        where: { id: locked.id },
-        data: { revision: { increment: 1 }, status: "approved", executionStatus: "pending", decidedAt, closeReason: null },
-      });
-      await tx.deliveryJob.create({ data: { requestId: locked.id, status: "queued", nextRunAt: decidedAt } });
+      await tx.query(
+        `UPDATE approval_requests
+            SET revision = revision + 1, status = 'approved', "executionStatus" = 'pending', "decidedAt" = now(), "closeReason" = NULL, "updatedAt" = now()
+          WHERE id = $1`,
+        [locked.id],
+      );
+      await tx.query(`INSERT INTO delivery_jobs (id, "requestId", status, "nextRunAt", "updatedAt") VALUES ($1, $2, 'queued', now(), now())`, [randomUUID(), locked.id]);
     } else if (tally.state === "rejected") {
-      await tx.approvalRequest.update({
-        where: { id: locked.id },
-        data: { revision: { increment: 1 }, status: "rejected", closeReason: "rejected_by_reviewer", decidedAt },
-      });
+      await tx.query(
+        `UPDATE approval_requests
+            SET revision = revision + 1, status = 'rejected', "closeReason" = 'rejected_by_reviewer', "decidedAt" = now(), "updatedAt" = now()
+          WHERE id = $1`,
+        [locked.id],
+      );
     } else {
-      await tx.approvalRequest.update({ where: { id: locked.id }, data: { revision: { increment: 1 } } });
+      await tx.query(`UPDATE approval_requests SET revision = revision + 1, "updatedAt" = now() WHERE id = $1`, [locked.id]);
     }
-    return { vote, state: tally.state };
-  }, LOCKED_TX);
+    return { vote: vote!, state: tally.state };
+  });
 
   events.publish("approval:changed", {
     orgId: viewer.orgId,
