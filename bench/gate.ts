@@ -340,7 +340,9 @@ async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<Be
       await approvePlan({ db, authz, events }, s.livePlanId);
       const committed = performance.now();
       await done;
-      for (const sub of subscribers) samples.push(Math.max(0, sub.arrivedAt - committed));
+      const round_ = subscribers.map((sub) => Math.max(0, sub.arrivedAt - committed)).sort((a, b) => a - b);
+      samples.push(...round_);
+      if (process.env.BENCH_GATE_VERBOSE) log(`round ${round}: first ${round_[0]!.toFixed(1)} ms, median ${quantile(round_, 0.5).toFixed(1)} ms, last ${round_.at(-1)!.toFixed(1)} ms`);
       await new Promise((r) => setTimeout(r, 50));
     }
     samples.sort((a, b) => a - b);

@@ -307,7 +307,8 @@ export class GateHub {
         new Promise((_, reject) => setTimeout(() => reject(new Error("The event bus did not deliver within 10 s.")), 10_000).unref()),
       ]);
     } catch (error) {
-      this.stop();
+      // Only if nobody restarted the hub meanwhile (a stop and a new start while we waited).
+      if (this.iterators[0] === authz) this.stop();
       throw error;
     } finally {
       clearInterval(timer);
@@ -363,6 +364,8 @@ export class GateHub {
     const version = await nextGateVersion(sql);
     const principals = principalSource(sql, orgId);
     const tally = { orgId, version, evaluations: 0, deliveries: 0 };
+    // Every subscriber's principal, in one batch that runs while the heads are read.
+    for (const sub of subs) void principals(sub.viewer.userId).catch(() => {});
 
     const planIds = [...new Set(subs.filter((s): s is PlanSubscriber => s.kind === "plan").map((s) => s.planId))];
     const workspaceIds = [...new Set(subs.filter((s) => s.kind === "workspace").map((s) => s.workspaceId))];

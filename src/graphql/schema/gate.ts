@@ -24,6 +24,7 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
+import { notFoundAsNull } from "./workspace.js";
 import { UserRef } from "./organization.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
@@ -284,7 +285,7 @@ builder.queryField("gate", (t) =>
     authScopes: { authenticated: true },
     description: "A plan's gate with its whole explanation; null when the plan is not visible.",
     args: { planId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => gateOf(ctx, String(args.planId)).catch(() => null),
+    resolve: (_root, args, ctx) => gateOf(ctx, String(args.planId)).catch(notFoundAsNull),
   }),
 );
 

@@ -17,7 +17,7 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, clean, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, clean, deps, loadUser } from "./workspace.js";
 
 builder.prismaObject("ResourceChange", {
   description: "A resource change the plan proposed, as stored with it.",
@@ -141,7 +141,7 @@ builder.queryFields((t) => ({
     description: "A plan the caller may read (the plan page: one query, with its workspace's reservations).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
-      const head = await findReadablePlanHead(deps(ctx), String(args.id)).catch(() => null);
+      const head = await findReadablePlanHead(deps(ctx), String(args.id)).catch(notFoundAsNull);
       return head ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: head.id } }) : null;
     },
   }),

@@ -5,7 +5,7 @@ import { builder } from "../builder.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, WorkspaceRef, clean, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, WorkspaceRef, clean, deps, loadUser } from "./workspace.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
 import {
@@ -98,7 +98,7 @@ builder.queryFields((t) => ({
     description: "Needs (resource_policy, read, <name>).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
-      const found = await findReadablePolicy(ctx.db, ctx.authz, String(args.id)).catch(() => null);
+      const found = await findReadablePolicy(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
       return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...query, where: { id: found.id } }) : null;
     },
   }),

@@ -9,7 +9,7 @@ import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
-import { InvalidStateError } from "../../errors.js";
+import { InvalidStateError, NotFoundError } from "../../errors.js";
 import type { User } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
@@ -23,6 +23,12 @@ import { canReserveForSelf, reservableRoles } from "../../services/reservations.
 
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+
+/** A single-object query answers null for what the caller may not see (never leaking why). */
+export function notFoundAsNull(error: unknown): null {
+  if (error instanceof NotFoundError) return null;
+  throw error;
+}
 
 /** GraphQL sends null for omitted optional fields; the services' zod schemas want them absent. */
 export const clean = <T extends object>(o: T) =>
@@ -131,7 +137,7 @@ builder.queryFields((t) => ({
     description: "A workspace the caller may read (the workspace page: one query, reservations included).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
-      const found = await findReadableWorkspace(ctx.db, ctx.authz, String(args.id)).catch(() => null);
+      const found = await findReadableWorkspace(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
       return found ? ctx.db.prisma.workspace.findUnique({ ...query, where: { id: found.id } }) : null;
     },
   }),
