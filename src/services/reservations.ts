@@ -14,7 +14,8 @@
 
 import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
+import type { Database } from "../infra/db.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { findRole } from "./roles.js";
 import { parseInput } from "./stacks.js";
@@ -78,6 +79,56 @@ export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unk
   return reservation;
 }
 
+/** A workspace as the reservation options need it. */
+export interface ReservableWorkspace {
+  id: string;
+  orgId: string;
+  name: string;
+  archivedAt: Date | null;
+  stack: { authzGroups: string[] };
+}
+
+/**
+ * What the viewer may reserve on each workspace right now, in two queries however many
+ * workspaces (a list shows it per row): for yourself when you hold approve and hold no active
+ * reservation there; for the roles you are a member of (a super_admin: every role the
+ * organization can use) that hold none there. Nothing on an archived workspace.
+ */
+export async function reservationOptions(
+  { db, authz }: Pick<GateDeps, "db" | "authz">,
+  workspaces: readonly ReservableWorkspace[],
+): Promise<Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>> {
+  const principal = await authz.requireMember();
+  const viewer = authz.viewer!;
+  const out = new Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>();
+  const open: ReservableWorkspace[] = [];
+  for (const w of workspaces) {
+    const mayApprove = await authz.can(workspaceTarget({ name: w.name, authzGroups: w.stack.authzGroups }, "approve"));
+    if (w.orgId === viewer.orgId && !w.archivedAt && mayApprove) open.push(w);
+    else out.set(w.id, { forSelf: false, roles: [] });
+  }
+  if (open.length === 0) return out;
+  const [active, roles] = await Promise.all([
+    db.prisma.reservation.findMany({
+      where: { workspaceId: { in: open.map((w) => w.id) }, releasedAt: null },
+      select: { workspaceId: true, holderUserId: true, holderRoleId: true },
+    }),
+    db.prisma.role.findMany({
+      where: { ...usableRoles(viewer.orgId), ...(principal.isSuperAdmin ? {} : { id: { in: principal.roleIds } }) },
+      orderBy: [{ name: "asc" }, { id: "asc" }],
+    }),
+  ]);
+  for (const w of open) {
+    const here = active.filter((r) => r.workspaceId === w.id);
+    const taken = new Set(here.map((r) => r.holderRoleId).filter((id): id is string => id !== null));
+    out.set(w.id, {
+      forSelf: !here.some((r) => r.holderUserId === viewer.userId),
+      roles: roles.filter((r) => !taken.has(r.id)),
+    });
+  }
+  return out;
+}
+
 /**
  * The roles the viewer may reserve this workspace for right now: none without approve; with
  * it, the roles they are a member of; a super_admin, every role the organization can use.
@@ -85,29 +136,7 @@ export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unk
  */
 export async function reservableRoles({ db, authz }: Pick<GateDeps, "db" | "authz">, workspaceId: string) {
   const workspace = await findReadableWorkspace(db, authz, workspaceId);
-  if (workspace.archivedAt || !(await authz.can(targetOf(workspace, "approve")))) return [];
-  const principal = await authz.requireMember();
-  const holding = await db.prisma.reservation.findMany({
-    where: { workspaceId: workspace.id, releasedAt: null, holderRoleId: { not: null } },
-    select: { holderRoleId: true },
-  });
-  const taken = holding.map((r) => r.holderRoleId as string);
-  return db.prisma.role.findMany({
-    where: {
-      ...usableRoles(workspace.orgId),
-      id: principal.isSuperAdmin ? { notIn: taken } : { in: principal.roleIds.filter((id) => !taken.includes(id)) },
-    },
-    orderBy: [{ name: "asc" }, { id: "asc" }],
-  });
-}
-
-/** Whether the viewer may reserve the workspace for themselves now (approve, not yet holding one). */
-export async function canReserveForSelf({ db, authz }: Pick<GateDeps, "db" | "authz">, workspace: Parameters<typeof targetOf>[0]) {
-  if (workspace.archivedAt || !(await authz.can(targetOf(workspace, "approve")))) return false;
-  const mine = await db.prisma.reservation.count({
-    where: { workspaceId: workspace.id, releasedAt: null, holderUserId: authz.viewer!.userId },
-  });
-  return mine === 0;
+  return (await reservationOptions({ db, authz }, [workspace])).get(workspace.id)!.roles;
 }
 
 export async function releaseReservation({ db, authz, events }: GateDeps, reservationId: string) {

@@ -10,7 +10,7 @@ import { COMMON_ERRORS } from "./errors.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
-import type { User } from "../../generated/prisma/client.js";
+import type { Role, User } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
   createWorkspace,
@@ -19,7 +19,7 @@ import {
   unarchiveWorkspace,
   updateWorkspace,
 } from "../../services/workspaces.js";
-import { canReserveForSelf, reservableRoles } from "../../services/reservations.js";
+import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
 
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
@@ -50,6 +50,23 @@ export function loadUser(ctx: Context, id: string): Promise<User | null> {
     userLoaders.set(ctx, loader);
   }
   return loader.load(id);
+}
+
+/** Reservation options per workspace, batched per request (two queries for a whole list). */
+const optionLoaders = new WeakMap<object, DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>>();
+function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
+  let loader = optionLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader(
+      async (workspaces: readonly ReservableWorkspace[]) => {
+        const options = await reservationOptions(deps(ctx), workspaces);
+        return workspaces.map((w) => options.get(w.id)!);
+      },
+      { cacheKeyFn: (w) => w.id },
+    );
+    optionLoaders.set(ctx, loader);
+  }
+  return loader.load(workspace);
 }
 
 // ── Types ─────────────────────────────────────────────────────────────────────────────
@@ -92,14 +109,15 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
       resolve: (w, _args, ctx) => ctx.authz.can({ resourceType: "workspace", action: "approve", matchValue: w.name, groups: w.stack.authzGroups }),
     }),
     viewerCanReserveForSelf: t.boolean({
-      description: "Whether the caller may reserve this workspace for themselves now.",
-      select: { stack: { select: { id: true, name: true, authzGroups: true } } },
-      resolve: (w, _args, ctx) => canReserveForSelf(deps(ctx), w),
+      description: "Whether the caller may reserve this workspace for themselves now (batched across a list).",
+      select: { stack: { select: { authzGroups: true } } },
+      resolve: async (w, _args, ctx) => (await reservationOptionsOf(ctx, w)).forSelf,
     }),
     reservableRoles: t.field({
       type: [RoleRef],
-      description: "The roles the caller may reserve this workspace for now (see Query.reservableRoles).",
-      resolve: (w, _args, ctx) => reservableRoles(deps(ctx), w.id) as never,
+      description: "The roles the caller may reserve this workspace for now (see Query.reservableRoles; batched across a list).",
+      select: { stack: { select: { authzGroups: true } } },
+      resolve: async (w, _args, ctx) => (await reservationOptionsOf(ctx, w)).roles,
     }),
   }),
 });
