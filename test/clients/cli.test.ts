@@ -83,7 +83,7 @@ function exits(run: Run, code: number): void {
   expect(run.code, `exit ${run.code}, expected ${code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`).toBe(code);
 }
 
-describe("countersign CLI", () => {
+describe("countersign CLI", { timeout: 60_000 }, () => {
   let s: GateSeed;
   beforeAll(async () => {
     s = await seedGate(t);

@@ -44,6 +44,9 @@ afterAll(async () => {
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
+/** Waits for the page to get there; generous, since CI runs the other test files beside this one. */
+const poll = <T>(read: () => Promise<T> | T) => expect.poll(read, { timeout: 15_000, interval: 50 });
+
 async function newPage(): Promise<{ page: Page; problems: string[] }> {
   const page = await context.newPage();
   const problems: string[] = [];
@@ -61,7 +64,7 @@ async function screenshot(page: Page, name: string): Promise<string> {
   return path;
 }
 
-describe("the live gate dashboard", () => {
+describe("the live gate dashboard", { timeout: 60_000 }, () => {
   let s: GateSeed;
   beforeAll(async () => {
     s = await seedGate(t);
@@ -77,8 +80,8 @@ describe("the live gate dashboard", () => {
 
     const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
     const plan = card.locator(`article.plan[data-plan-id="${s.planId}"]`);
-    await expect.poll(() => plan.locator("[data-testid=gate-verdict]").textContent()).toBe("NOT PASSED");
-    await expect.poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    await poll(() => plan.locator("[data-testid=gate-verdict]").textContent()).toBe("NOT PASSED");
+    await poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
     const held = await plan.innerText();
     expect(held).toContain("0 of 1 approval from holders of approve");
     expect(held).toContain(`from: ${s.approver.name}`);
@@ -91,7 +94,7 @@ describe("the live gate dashboard", () => {
 
     await approveAs(t, s.planId, s.approver.token); // the second client
 
-    await expect.poll(() => plan.locator("[data-testid=gate-verdict]").textContent(), { timeout: 5_000 }).toBe("PASSED");
+    await poll(() => plan.locator("[data-testid=gate-verdict]").textContent()).toBe("PASSED");
     expect(Number(await plan.getAttribute("data-version"))).toBeGreaterThan(versionBefore);
     expect(await plan.innerText()).toContain(`1 approval counted: ${s.approver.name}`);
     expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
@@ -107,20 +110,20 @@ describe("the live gate dashboard", () => {
     expect(new URL(page.url()).search).toBe("");
     const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
     const verdict = card.locator(`article.plan[data-plan-id="${s.planId}"] [data-testid=gate-verdict]`);
-    await expect.poll(() => verdict.textContent()).toBe("PASSED");
+    await poll(() => verdict.textContent()).toBe("PASSED");
 
     await card.locator("button[data-action=reserve-self]").click();
-    await expect.poll(() => verdict.textContent(), { timeout: 5_000 }).toBe("NOT PASSED");
-    await expect.poll(() => card.locator(".reservations li").count()).toBe(2);
+    await poll(() => verdict.textContent()).toBe("NOT PASSED");
+    await poll(() => card.locator(".reservations li").count()).toBe(2);
 
     await card.locator("button[data-action=approve]").click();
-    await expect.poll(() => verdict.textContent(), { timeout: 5_000 }).toBe("PASSED");
-    await expect.poll(() => card.locator(".mine").textContent()).toBe("You approved");
+    await poll(() => verdict.textContent()).toBe("PASSED");
+    await poll(() => card.locator(".mine").textContent()).toBe("You approved");
 
     // Release the admin's own reservation from the page.
     const mine = card.locator(".reservations li", { hasText: "Admin" });
     await mine.locator("button[data-action=release]").click();
-    await expect.poll(() => card.locator(".reservations li").count(), { timeout: 5_000 }).toBe(1);
+    await poll(() => card.locator(".reservations li").count()).toBe(1);
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -132,12 +135,12 @@ describe("the live gate dashboard", () => {
     await page.reload();
     await page.fill("#token", "cs_not-a-token");
     await page.click("#signin-form button[type=submit]");
-    await expect.poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
+    await poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
     await page.close();
   });
 });
 
-describe("the explorer", () => {
+describe("the explorer", { timeout: 60_000 }, () => {
   it("opens with the token header from ?token=, the example operations as tabs, and runs them", async () => {
     const s = await seedGate(t, { approverName: "Explorer Approver" });
     const { page, problems } = await newPage();
@@ -147,7 +150,7 @@ describe("the explorer", () => {
     const tabs = await page.locator(".graphiql-tab").allInnerTexts();
     expect(tabs.map((x) => x.trim())).toEqual(expect.arrayContaining(["Viewer", "Workspaces", "PlanGate", "ApprovePlan", "ReserveWorkspace", "ApprovalInbox"]));
     await page.locator(".graphiql-execute-button").click();
-    await expect.poll(() => page.locator(".graphiql-response").innerText(), { timeout: 10_000 }).toContain('"viewer"');
+    await poll(() => page.locator(".graphiql-response").innerText()).toContain('"viewer"');
     expect(await page.locator(".graphiql-response").innerText()).toMatch(/"name":\s*"Admin"/);
     await screenshot(page, "explorer.png");
     expect(problems).toEqual([]);
