@@ -13,6 +13,7 @@ import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { applyAs, approveAs, reportApplied, reserveFor, seedGate, type GateSeed } from "./seed.js";
+import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const bin = fileURLToPath(new URL("../../bin/countersign.js", import.meta.url));
@@ -211,5 +212,40 @@ describe("countersign CLI", { timeout: 60_000 }, () => {
     expect(badUntil.stderr).toContain("--until takes one of");
     exits(denied, 1);
     expect(denied.stderr).toMatch(/You lack \(workspace, approve/);
+  });
+});
+
+describe("held tool calls from the CLI", { timeout: 60_000 }, () => {
+  let w: World;
+  let worldUrl: string;
+  beforeAll(async () => {
+    w = await createWorld();
+    worldUrl = await w.t.listen();
+  });
+  afterAll(() => w?.close());
+
+  const as = (args: string[], token: string) => start(args, { COUNTERSIGN_URL: worldUrl, COUNTERSIGN_TOKEN: token }).done;
+
+  it("inbox lists what the reviewer may decide; vote approves at the current revision and it leaves the inbox", async () => {
+    const requestId = await heldAndFiled(w);
+    const [reviewer] = w.reviewers;
+    const inbox = await as(["inbox"], reviewer!.token);
+    exits(inbox, 0);
+    expect(inbox.stdout).toContain(requestId);
+    expect(inbox.stdout).toContain("github.delete_repo");
+    expect(inbox.stdout).toContain(`vote: countersign vote ${requestId} approve|deny`);
+
+    const voted = await as(["vote", requestId, "approve", "--comment", "checked the repo", "--json"], reviewer!.token);
+    exits(voted, 0);
+    expect(JSON.parse(voted.stdout)).toMatchObject({ vote: { decision: "APPROVE", comment: "checked the repo" }, request: { id: requestId, status: "PENDING" } });
+
+    const after = await as(["inbox", "--json"], reviewer!.token);
+    exits(after, 0);
+    expect((JSON.parse(after.stdout) as Array<{ id: string }>).map((r) => r.id)).not.toContain(requestId);
+
+    const again = await as(["vote", requestId, "approve"], reviewer!.token);
+    exits(again, 1);
+    const usage = await as(["vote", requestId, "maybe"], reviewer!.token);
+    exits(usage, 2);
   });
 });
