@@ -50,32 +50,41 @@ export function endpoints(base: string): { http: string; ws: string } {
   return { http, ws: url.toString() };
 }
 
+/**
+ * The API at COUNTERSIGN_URL as COUNTERSIGN_TOKEN. A missing token or a bad URL surfaces on the
+ * first call, so a command checks its arguments (usage, exit 2) before it needs either.
+ */
 export class Api {
   readonly url: string;
   private readonly token: string;
-  private readonly http: string;
-  private readonly ws: string;
   private wsClient: Client | null = null;
 
   constructor(options: ApiOptions) {
     this.url = options.url || DEFAULT_URL;
-    const token = options.token?.trim();
-    if (!token) throw new CliError("no_token", "COUNTERSIGN_TOKEN is not set.", { hint: GET_A_TOKEN });
-    this.token = token.replace(/^Bearer\s+/i, "");
-    ({ http: this.http, ws: this.ws } = endpoints(this.url));
+    this.token = (options.token ?? "").trim().replace(/^Bearer\s+/i, "");
   }
 
   private get authorization(): string {
+    if (!this.token) throw new CliError("no_token", "COUNTERSIGN_TOKEN is not set.", { hint: GET_A_TOKEN });
     return `Bearer ${this.token}`;
+  }
+
+  private get http(): string {
+    return endpoints(this.url).http;
+  }
+
+  private get ws(): string {
+    return endpoints(this.url).ws;
   }
 
   /** One query or mutation. GraphQL errors (outside result unions) throw a CliError. */
   async request<TResult, TVariables>(document: TypedDocumentString<TResult, TVariables>, variables?: TVariables): Promise<TResult> {
+    const { authorization, http } = this;
     let response: Response;
     try {
-      response = await fetch(this.http, {
+      response = await fetch(http, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/graphql-response+json, application/json", authorization: this.authorization },
+        headers: { "content-type": "application/json", accept: "application/graphql-response+json, application/json", authorization },
         body: JSON.stringify({ query: document.toString(), variables: variables ?? {} }),
       });
     } catch (error) {
@@ -103,7 +112,12 @@ export class Api {
     variables: TVariables,
     onNext: (data: TResult) => "stop" | void | Promise<"stop" | void>,
   ): Promise<void> {
-    const client = this.socket();
+    let client: Client;
+    try {
+      client = this.socket();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return new Promise<void>((resolve, reject) => {
       let settled = false;
       let chain = Promise.resolve();
@@ -138,10 +152,11 @@ export class Api {
 
   private socket(): Client {
     if (this.wsClient) return this.wsClient;
+    const { authorization, ws } = this;
     this.wsClient = createClient({
-      url: this.ws,
+      url: ws,
       webSocketImpl: WebSocket,
-      connectionParams: { authorization: this.authorization },
+      connectionParams: { authorization },
       lazy: true,
       // A dropped connection is retried; re-subscribing sends the current status first.
       retryAttempts: 5,

@@ -198,6 +198,10 @@ describe("countersign CLI", { timeout: 60_000 }, () => {
       cli(["watch", s.planId, "--until", "sometime"], s.admin.token),
       cli(["approve", s.planId], s.runner.token),
     ]);
+    // Arguments are checked before the token is needed.
+    const usageFirst = await cli(["watch"], undefined);
+    exits(usageFirst, 2);
+    expect(usageFirst.stderr).toContain("Missing <planId>");
     exits(noToken, 1);
     expect(noToken.stderr).toContain("COUNTERSIGN_TOKEN is not set");
     expect(noToken.stderr).toContain("admin create-token");
