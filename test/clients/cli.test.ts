@@ -2,12 +2,13 @@
 // listening Countersign, branching on exit codes (0 success / gate passed, 3 gate not passed,
 // 1 error, 2 usage) and reading --json.
 //
-// tsx compiles the CLI on every start (seconds on two busy cores), so the file compiles
-// src/cli/index.ts and client.ts once with esbuild (what tsx does per run, minus the type
-// erasure cache) and runs that with node; one test goes through `bin/countersign.js` (the
-// `npx countersign` path, through tsx) to prove the shipped entry works.
+// tsx compiles the CLI on every start, and src/cli/index.ts loads the admin commands (Prisma)
+// before dispatching: seconds per call on two busy cores. So this file compiles
+// src/cli/client.ts once with esbuild and runs its `run(argv)` under node, exactly what
+// index.ts calls for every non-admin command; one test goes through `bin/countersign.js` (the
+// `npx countersign` path: tsx, index.ts, client.ts) to prove the shipped entry works.
 import { spawn } from "node:child_process";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,7 +27,7 @@ beforeAll(async () => {
   const [app] = await Promise.all([
     startTestApp(),
     build({
-      entryPoints: ["src/cli/index.ts", "src/cli/client.ts"],
+      entryPoints: ["src/cli/client.ts"],
       absWorkingDir: root,
       outdir: builtDir,
       bundle: true,
@@ -37,6 +38,8 @@ beforeAll(async () => {
       logLevel: "warning",
     }),
   ]);
+  // index.ts's dispatch for a client command: run([command ?? "help", ...rest]) as the exit code.
+  writeFileSync(`${builtDir}main.js`, 'const { run } = await import("./client.js");\nconst [command, ...rest] = process.argv.slice(2);\nprocess.exitCode = await run([command ?? "help", ...rest]);\n');
   t = app;
   url = await t.listen();
 });
@@ -50,7 +53,7 @@ interface Run {
 }
 
 function start(args: string[], env: Record<string, string | undefined>, options: { viaBin?: boolean } = {}) {
-  const entry = options.viaBin ? bin : `${builtDir}index.js`;
+  const entry = options.viaBin ? bin : `${builtDir}main.js`;
   const child = spawn(process.execPath, [entry, ...args], {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: "test", ...env },
