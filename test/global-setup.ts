@@ -10,9 +10,15 @@ export default async function setup() {
   } catch (error) {
     throw new Error(`PostgreSQL at ${TEST_DATABASE_URL} is not reachable (${(error as Error).message}). Start it, or set TEST_DATABASE_URL.`);
   }
-  // Each test file migrates its own schema t_*; drop what an interrupted run left behind.
-  const stale = await client.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
-  for (const { nspname } of stale.rows) await client.query(`DROP SCHEMA "${nspname}" CASCADE`);
+  // Each test file migrates its own schema t_<created>_<random>; drop what interrupted runs
+  // left behind over two hours ago, never a schema another run on this machine is using now.
+  const schemas = await client.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
+  const cutoff = Date.now() / 1000 - 2 * 3600;
+  for (const { nspname } of schemas.rows) {
+    const parts = nspname.split("_");
+    const created = parts.length === 3 ? parseInt(parts[1]!, 36) : Number.NaN;
+    if (Number.isNaN(created) || created < cutoff) await client.query(`DROP SCHEMA "${nspname}" CASCADE`);
+  }
   await client.end();
   const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {

@@ -21,8 +21,9 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** `t_<unix seconds, base 36>_<random>`: the global setup drops only old ones. */
 export function newSchemaName(): string {
-  return `t_${randomBytes(6).toString("hex")}`;
+  return `t_${Math.floor(Date.now() / 1000).toString(36)}_${randomBytes(5).toString("hex")}`;
 }
 
 /**
