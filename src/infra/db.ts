@@ -56,7 +56,9 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
     connectionString: url,
     max: 10,
     // Each test file runs in its own schema; search_path puts Prisma and raw SQL there.
-    options: schema ? `-c search_path=${schema}` : undefined,
+    // Timestamps are stored without a zone; the session is pinned to UTC so raw SQL and
+    // Prisma agree whatever the server's default.
+    options: `-c timezone=UTC${schema ? ` -c search_path=${schema}` : ""}`,
   });
   let statements = 0;
   pool.on("connect", (client) => {
@@ -66,7 +68,12 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
       return query(...args);
     };
   });
-  if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  if (schema) {
+    // IF NOT EXISTS still races when two processes create the same schema at once.
+    await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`).catch(async (error: { code?: string }) => {
+      if (error.code !== "23505" && error.code !== "42P06") throw error;
+    });
+  }
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined) });
   return {
     kind: "postgres",
