@@ -201,13 +201,7 @@ export class GateHub {
       refresh,
       queue: new LatestQueue<GateSnapshot>(() => this.remove(sub)),
     };
-    this.add(sub);
-    try {
-      await this.start();
-    } catch (error) {
-      this.remove(sub);
-      throw error;
-    }
+    await this.register(sub);
     // First message: the current status, computed after registration, so no event is missed.
     void this.initialSnapshot(head.orgId, head.id).then(
       (snapshot) => {
@@ -229,13 +223,7 @@ export class GateHub {
       refresh,
       queue: new LatestQueue<WorkspaceGates>(() => this.remove(sub)),
     };
-    this.add(sub);
-    try {
-      await this.start();
-    } catch (error) {
-      this.remove(sub);
-      throw error;
-    }
+    await this.register(sub);
     void (async () => {
       const version = await nextGateVersion(this.db.sql);
       const principals = principalSource(this.db.sql, workspace.orgId);
@@ -260,6 +248,17 @@ export class GateHub {
     });
     this.initial.set(planId, entry);
     return entry.promise;
+  }
+
+  /** Adds a subscriber and makes sure the bus subscription runs; undone if it cannot start. */
+  private async register(sub: Subscriber) {
+    this.add(sub);
+    try {
+      await this.start();
+    } catch (error) {
+      this.remove(sub);
+      throw error;
+    }
   }
 
   private add(sub: Subscriber) {
