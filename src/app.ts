@@ -13,6 +13,7 @@ import { bearerFrom } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
+import { useSharedEventResults } from "./graphql/shared-events.js";
 import type { Config } from "./infra/config.js";
 import type { Database } from "./infra/db.js";
 import type { EventBus } from "./infra/events.js";
@@ -98,6 +99,8 @@ export function createApp(deps: AppDeps) {
           };
         },
       },
+      // planGate / workspaceGates: one execution per (operation, snapshot), shared by subscribers.
+      useSharedEventResults(),
       maxDepthPlugin({ n: OPERATION_LIMITS.maxDepth, ignoreIntrospection: true, flattenFragments: true }),
       maxAliasesPlugin({ n: OPERATION_LIMITS.maxAliases }),
       maxTokensPlugin({ n: OPERATION_LIMITS.maxTokens }),

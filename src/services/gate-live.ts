@@ -404,6 +404,7 @@ export class GateHub {
     const workspaces = new Map(workspaceHeads.map((w) => [w.id, w]));
     const openByWorkspace = new Map<string, PlanHead[]>();
     for (const h of openHeads) addToList(openByWorkspace, h.workspaceId, h);
+    const messages = new Map<string, Promise<WorkspaceGates>>();
 
     await Promise.all(
       subs.map(async (sub) => {
@@ -423,10 +424,18 @@ export class GateHub {
           sub.queue.push(s);
           if (TERMINAL.has(s.planStatus)) sub.queue.end();
         } else {
-          const plans = await Promise.all((openByWorkspace.get(sub.workspaceId) ?? []).map(snapshot));
+          // One message object per workspace per round, so its GraphQL result is shared too.
+          let message = messages.get(sub.workspaceId);
+          if (!message) {
+            message = Promise.all((openByWorkspace.get(sub.workspaceId) ?? []).map(snapshot)).then(
+              (plans): WorkspaceGates => ({ workspaceId: sub.workspaceId, workspaceName: name, version, plans }),
+            );
+            messages.set(sub.workspaceId, message);
+          }
+          const m = await message;
           this.stats.deliveries++;
           tally.deliveries++;
-          sub.queue.push({ workspaceId: sub.workspaceId, workspaceName: name, version, plans });
+          sub.queue.push(m);
         }
       }),
     );

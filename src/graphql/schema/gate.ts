@@ -289,29 +289,55 @@ builder.queryField("gate", (t) =>
   }),
 );
 
-async function* planGateStream(ctx: Context, planId: string): AsyncGenerator<GateSnapshot> {
-  // Authorized on subscribe; the hub authorizes again on every delivery.
-  const head = await findReadablePlanHead(deps(ctx), planId);
-  const queue = await gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer!, head, () => ctx.authz.refresh());
-  try {
-    for await (const snapshot of queue) yield snapshot;
-  } finally {
-    await queue.return();
-  }
+/**
+ * An async iterator that runs `start` on its first next() (as an async generator's body would:
+ * a failure rejects that next()) and then hands every next() straight to the hub's queue, with
+ * no generator in between: one fewer chain of promise hops per message and subscriber.
+ */
+function deferredStream<T>(start: () => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> {
+  let inner: Promise<AsyncIterator<T>> | null = null;
+  let finished = false;
+  const done = (): IteratorResult<T> => ({ value: undefined, done: true });
+  const stream: AsyncIterableIterator<T> = {
+    next: () => {
+      if (finished) return Promise.resolve(done());
+      inner ??= start();
+      return inner.then(
+        (it) => it.next(),
+        (error) => {
+          finished = true;
+          throw error;
+        },
+      );
+    },
+    return: async () => {
+      finished = true;
+      const it = inner ? await inner.catch(() => null) : null;
+      await it?.return?.();
+      return done();
+    },
+    [Symbol.asyncIterator]: () => stream,
+  };
+  return stream;
 }
 
-async function* workspaceGatesStream(ctx: Context, workspaceId: string): AsyncGenerator<WorkspaceGates> {
-  const workspace = await findReadableWorkspace(ctx.db, ctx.authz, workspaceId);
-  const queue = await gateHub(ctx.db, ctx.events).watchWorkspace(
-    ctx.viewer!,
-    { id: workspace.id, orgId: workspace.orgId, name: workspace.name, authzGroups: workspace.stack.authzGroups },
-    () => ctx.authz.refresh(),
-  );
-  try {
-    for await (const message of queue) yield message;
-  } finally {
-    await queue.return();
-  }
+function planGateStream(ctx: Context, planId: string): AsyncIterableIterator<GateSnapshot> {
+  // Authorized on subscribe; the hub authorizes again on every delivery.
+  return deferredStream(async () => {
+    const head = await findReadablePlanHead(deps(ctx), planId);
+    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer!, head, () => ctx.authz.refresh());
+  });
+}
+
+function workspaceGatesStream(ctx: Context, workspaceId: string): AsyncIterableIterator<WorkspaceGates> {
+  return deferredStream(async () => {
+    const workspace = await findReadableWorkspace(ctx.db, ctx.authz, workspaceId);
+    return gateHub(ctx.db, ctx.events).watchWorkspace(
+      ctx.viewer!,
+      { id: workspace.id, orgId: workspace.orgId, name: workspace.name, authzGroups: workspace.stack.authzGroups },
+      () => ctx.authz.refresh(),
+    );
+  });
 }
 
 builder.subscriptionFields((t) => ({

@@ -1,0 +1,172 @@
+// One GraphQL execution per (operation, event) for the live gate subscriptions.
+//
+// planGate and workspaceGates deliver the same snapshot object to every subscriber of a plan on
+// this process (src/services/gate-live.ts memoizes it per round). Executing the same selection
+// set on that object once per subscriber made up most of the per-subscriber cost of a delivery
+// (docs/benchmarks.md, "gate"). The fields these operations can select are pure functions of the
+// snapshot (no context, no query), so the executed result is shared: cached by the event object's
+// identity and the operation (document text, operation name, variables). Authorization is not
+// affected: the hub authorizes every delivery before it pushes the snapshot to a subscriber.
+//
+// An operation is shared only if every field it selects is on the allowlist below; anything else
+// (the `plan` field, which queries through Prisma, or a type whose fields may read the context)
+// executes per subscriber exactly as before.
+
+import {
+  createSourceEventStream,
+  execute,
+  getNamedType,
+  GraphQLError,
+  isObjectType,
+  Kind,
+  print,
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type FragmentDefinitionNode,
+  type GraphQLObjectType,
+  type SelectionSetNode,
+} from "graphql";
+import type { Plugin } from "graphql-yoga";
+
+/** Per type, the fields whose value depends on the event only (null: every field of the type). */
+const PURE: Record<string, ReadonlySet<string> | null> = {
+  Subscription: new Set(["planGate", "workspaceGates"]),
+  WorkspaceGates: null,
+  GateStatus: new Set([
+    "planId",
+    "workspaceId",
+    "workspaceName",
+    "planStatus",
+    "version",
+    "source",
+    "evaluatedAt",
+    "evaluatedVersion",
+    "passed",
+    "evaluation",
+  ]),
+  GateEvaluation: null,
+  GateBaseline: null,
+  GateChange: null,
+  GoverningPolicy: null,
+  GateRequirement: null,
+  GateMissingApprovers: null,
+  GateReservation: null,
+  GateReason: null,
+  // Rows from the snapshot's own `people`.
+  User: new Set(["id", "name", "email", "isServiceAccount"]),
+  Role: new Set(["id", "key", "name", "description", "system", "deleted"]),
+};
+
+/** Document → its text when every selected field is pure, else null. */
+const sharedText = new WeakMap<DocumentNode, string | null>();
+/** Event object → operation key → its executed result. Dropped with the event. */
+const results = new WeakMap<object, Map<string, ExecutionResult | Promise<ExecutionResult>>>();
+
+function isShareable(args: ExecutionArgs): boolean {
+  const { schema, document } = args;
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  const operations = [];
+  for (const d of document.definitions) {
+    if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+    else if (d.kind === Kind.OPERATION_DEFINITION) operations.push(d);
+  }
+  if (operations.length !== 1 || operations[0]!.operation !== "subscription") return false;
+  const root = schema.getSubscriptionType();
+  if (!root) return false;
+  const seen = new Set<string>();
+  const walk = (type: GraphQLObjectType, set: SelectionSetNode): boolean => {
+    const allowed = PURE[type.name];
+    if (allowed === undefined) return false;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.FIELD) {
+        const name = sel.name.value;
+        if (name === "__typename") continue;
+        if (allowed !== null && !allowed.has(name)) return false;
+        const field = type.getFields()[name];
+        if (!field) return false;
+        if (sel.selectionSet) {
+          const next = getNamedType(field.type);
+          if (!isObjectType(next) || !walk(next, sel.selectionSet)) return false;
+        }
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+        const on = sel.typeCondition ? schema.getType(sel.typeCondition.name.value) : type;
+        if (on !== type || !walk(type, sel.selectionSet)) return false;
+      } else {
+        const fragment = fragments.get(sel.name.value);
+        if (!fragment || schema.getType(fragment.typeCondition.name.value) !== type) return false;
+        if (seen.has(fragment.name.value)) continue;
+        seen.add(fragment.name.value);
+        if (!walk(type, fragment.selectionSet)) return false;
+      }
+    }
+    return true;
+  };
+  return walk(root, operations[0]!.selectionSet);
+}
+
+function textOf(args: ExecutionArgs): string | null {
+  let text = sharedText.get(args.document);
+  if (text === undefined) {
+    text = isShareable(args) ? print(args.document) : null;
+    sharedText.set(args.document, text);
+  }
+  return text;
+}
+
+/** subscribe() for a shareable operation: one execution per event object and operation key. */
+async function sharedSubscribe(args: ExecutionArgs, key: string) {
+  const stream = await createSourceEventStream(args);
+  if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
+  const source = stream[Symbol.asyncIterator]();
+  const resultFor = (event: unknown): ExecutionResult | Promise<ExecutionResult> => {
+    if (typeof event !== "object" || event === null) return execute({ ...args, rootValue: event });
+    let byKey = results.get(event);
+    if (!byKey) results.set(event, (byKey = new Map()));
+    let result = byKey.get(key);
+    if (result === undefined) {
+      result = execute({ ...args, rootValue: event });
+      byKey.set(key, result);
+    }
+    return result;
+  };
+  // As graphql's own mapping does: an error from the stream is located at the operation.
+  const operation = args.document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION);
+  const wrap = (error: unknown): never => {
+    const located = (e: unknown) =>
+      new GraphQLError(e instanceof Error ? e.message : String(e), { originalError: e instanceof Error ? e : undefined, nodes: operation });
+    if (error instanceof AggregateError) throw new AggregateError(error.errors.map(located), error.message);
+    throw located(error);
+  };
+  const iterator: AsyncIterableIterator<ExecutionResult> = {
+    next: () =>
+      source.next().then(async (r): Promise<IteratorResult<ExecutionResult>> => (r.done ? r : { value: await resultFor(r.value), done: false }), wrap),
+    return: async (): Promise<IteratorResult<ExecutionResult>> => {
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    throw: async (error?: unknown): Promise<IteratorResult<ExecutionResult>> => {
+      if (!source.throw) throw error;
+      await source.throw(error);
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+/** The envelop plugin: shareable subscriptions run through sharedSubscribe, others unchanged. */
+export function useSharedEventResults(): Plugin {
+  return {
+    onSubscribe({ args, subscribeFn, setSubscribeFn }) {
+      if (textOf(args) === null) return;
+      setSubscribeFn(((a: ExecutionArgs) => {
+        const text = textOf(a);
+        if (text === null) return subscribeFn(a as never);
+        return sharedSubscribe(a, `${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`);
+      }) as never);
+    },
+  };
+}
