@@ -3,6 +3,7 @@
 import { builder } from "../builder.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
+import { clean } from "./input.js";
 import { InvalidStateError } from "../../errors.js";
 import { assignRole, createRole, deleteRole, unassignRole, updateRole } from "../../services/roles.js";
 import {
@@ -219,8 +220,6 @@ const CreateTokenInput = builder.inputType("CreateApiTokenInput", {
   }),
 });
 
-/** GraphQL sends null for omitted optional fields; the services' zod schemas want them absent. */
-const clean = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v != null)) as never;
 const ids = (list: readonly (string | number)[]) => list.map(String);
 
 builder.mutationFields((t) => ({

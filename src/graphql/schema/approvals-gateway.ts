@@ -1,3 +1,4 @@
+import { clean } from "./input.js";
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
@@ -78,7 +79,6 @@ const UpdateToolConnectionInput = builder.inputType("UpdateToolConnectionInput",
 const DeleteToolConnectionInput = builder.inputType("DeleteToolConnectionInput", { fields: (t) => ({ id: t.id({ required: true }) }) });
 const WorkspaceFreezeInput = builder.inputType("WorkspaceFreezeInput", { fields: (t) => ({ workspaceId: t.id({ required: true }) }) });
 
-const defined = <T extends Record<string, unknown>>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
 
 builder.queryFields((t) => ({
   virtualKeys: t.prismaField({
@@ -119,7 +119,7 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: CreateToolConnectionInput, required: true }) },
-    resolve: (_root, args, ctx) => createConnection(ctx, defined(args.input)),
+    resolve: (_root, args, ctx) => createConnection(ctx, clean(args.input)),
   }),
   updateToolConnection: t.field({
     type: ToolConnectionRef,
@@ -127,7 +127,7 @@ builder.mutationFields((t) => ({
     errors: { types: COMMON_ERRORS },
     description: "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it.",
     args: { input: t.arg({ type: UpdateToolConnectionInput, required: true }) },
-    resolve: (_root, args, ctx) => updateConnection(ctx, defined(args.input)),
+    resolve: (_root, args, ctx) => updateConnection(ctx, clean(args.input)),
   }),
   deleteToolConnection: t.field({
     type: ToolConnectionRef,

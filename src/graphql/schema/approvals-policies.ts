@@ -1,3 +1,4 @@
+import { clean } from "./input.js";
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import type { ApprovalRule } from "../../domain/approvals/policy.js";
@@ -104,7 +105,6 @@ const toRules = (rules: RuleInput[]) =>
     ...(r.count !== null && r.count !== undefined ? { count: r.count } : {}),
   }));
 
-const defined = <T extends Record<string, unknown>>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
 
 builder.queryFields((t) => ({
   approvalPolicies: t.prismaField({
@@ -139,7 +139,7 @@ builder.mutationFields((t) => ({
     description: "Needs (approval_policy, manage). A stale expectedRevision is a ConflictError carrying the current one.",
     args: { input: t.arg({ type: UpdateApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) =>
-      updateApprovalPolicy(ctx, { ...defined(args.input), ...(args.input.rules ? { rules: toRules(args.input.rules) } : {}) }),
+      updateApprovalPolicy(ctx, { ...clean(args.input), ...(args.input.rules ? { rules: toRules(args.input.rules) } : {}) }),
   }),
   deleteApprovalPolicy: t.field({
     type: ApprovalPolicyPayloadRef,

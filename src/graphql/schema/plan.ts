@@ -17,7 +17,8 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, clean, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, deps, loadUser } from "./workspace.js";
+import { clean } from "./input.js";
 
 builder.prismaObject("ResourceChange", {
   description: "A resource change the plan proposed, as stored with it.",

@@ -4,7 +4,8 @@
 import { builder } from "../builder.js";
 import { HolderKindEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, clean, deps, loadUser } from "./workspace.js";
+import { ERRORS, deps, loadUser } from "./workspace.js";
+import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
   releaseReservation,

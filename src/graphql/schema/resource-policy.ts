@@ -5,7 +5,8 @@ import { builder } from "../builder.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, WorkspaceRef, clean, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, WorkspaceRef, deps, loadUser } from "./workspace.js";
+import { clean } from "./input.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
 import {

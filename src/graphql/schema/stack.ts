@@ -1,5 +1,6 @@
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
+import { clean } from "./input.js";
 import {
   createStack,
   deleteStack,
@@ -140,8 +141,6 @@ const StackOutputInputRef = builder.inputType("StackOutputInput", {
   }),
 });
 
-const stripNulls = <T extends Record<string, unknown>>(o: T) =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
 
 builder.mutationFields((t) => ({
   createStack: t.field({
@@ -149,14 +148,14 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: CreateStackInputRef, required: true }) },
-    resolve: (_root, args, ctx) => createStack(ctx.db, ctx.authz, stripNulls(args.input)),
+    resolve: (_root, args, ctx) => createStack(ctx.db, ctx.authz, clean(args.input)),
   }),
   updateStack: t.field({
     type: StackRef,
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: UpdateStackInputRef, required: true }) },
-    resolve: (_root, args, ctx) => updateStack(ctx.db, ctx.authz, stripNulls(args.input)),
+    resolve: (_root, args, ctx) => updateStack(ctx.db, ctx.authz, clean(args.input)),
   }),
   deleteStack: t.field({
     type: StackRef,

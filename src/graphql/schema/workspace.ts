@@ -2,6 +2,7 @@
 // them and who placed them come with it, no N+1), create/update/archive. Logic lives in
 // src/services/workspaces.ts.
 
+import { clean } from "./input.js";
 import DataLoader from "dataloader";
 import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder } from "../builder.js";
@@ -30,9 +31,6 @@ export function notFoundAsNull(error: unknown): null {
   throw error;
 }
 
-/** GraphQL sends null for omitted optional fields; the services' zod schemas want them absent. */
-export const clean = <T extends object>(o: T) =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v != null)) as { [K in keyof T]?: NonNullable<T[K]> };
 
 // ── Users by id, batched per request ─────────────────────────────────────────────────
 
