@@ -99,7 +99,7 @@ export async function updateRole(
     }
     return tx.role.update({
       where: { id: role.id },
-      data: { name, description: input.description ?? undefined, updatedAt: new Date() },
+      data: { name, description: input.description ?? undefined },
     });
   });
   if (permissions) announceAuthzChange(events, orgId, "role_updated");

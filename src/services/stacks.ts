@@ -71,8 +71,8 @@ async function protectedKeys(db: Database, orgId: string): Promise<Set<string>> 
 
 /** A stack of the viewer's org that the viewer may read, or NotFound (never "forbidden"). */
 export async function findReadableStack(db: Database, authz: Authz, id: string) {
-  const viewer = (await authz.requireMember()) && authz.viewer!;
-  const stack = await db.prisma.stack.findFirst({ where: { id, orgId: viewer.orgId } });
+  await authz.requireMember();
+  const stack = await db.prisma.stack.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
   if (!stack || !(await authz.can(stackTarget(stack, "read")))) throw new NotFoundError("Stack", id);
   return stack;
 }

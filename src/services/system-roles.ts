@@ -1,4 +1,4 @@
-import { SYSTEM_ROLES, reconcileSystemRole, type Permission } from "../domain/catalog/index.js";
+import { SYSTEM_ROLES, permissionKey, reconcileSystemRole, type Permission } from "../domain/catalog/index.js";
 import type { PrismaClient } from "../infra/db.js";
 
 /** System roles are shared by every organization and have fixed ids. */
@@ -21,8 +21,8 @@ export async function reconcileSystemRoles(prisma: PrismaClient): Promise<{ adde
       });
       const current = await tx.rolePermission.findMany({ where: { roleId: id } });
       const diff = reconcileSystemRole(current as Permission[], role.permissions);
-      const removeKeys = new Set(diff.remove.map(key));
-      const removeIds = current.filter((p) => removeKeys.has(key(p as Permission))).map((p) => p.id);
+      const removeKeys = new Set(diff.remove.map(permissionKey));
+      const removeIds = current.filter((p) => removeKeys.has(permissionKey(p as Permission))).map((p) => p.id);
       if (removeIds.length) await tx.rolePermission.deleteMany({ where: { id: { in: removeIds } } });
       if (diff.add.length) {
         await tx.rolePermission.createMany({ data: diff.add.map((p) => ({ roleId: id, ...p })) });
@@ -33,5 +33,3 @@ export async function reconcileSystemRoles(prisma: PrismaClient): Promise<{ adde
   }
   return { added, removed };
 }
-
-const key = (p: Permission) => `${p.resourceType}\u0000${p.action}\u0000${p.resourcePattern}\u0000${p.authzGroup}`;

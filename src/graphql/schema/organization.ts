@@ -41,12 +41,9 @@ const ViewerRef = builder.objectRef<{ userId: string; orgId: string }>("Viewer")
       type: "User",
       resolve: (query, v, _args, ctx) => ctx.db.prisma.user.findUniqueOrThrow({ ...query, where: { id: v.userId } }),
     }),
-    name: t.string({
-      resolve: async (v, _a, ctx) => (await ctx.db.prisma.user.findUniqueOrThrow({ where: { id: v.userId } })).name,
-    }),
-    email: t.string({
-      resolve: async (v, _a, ctx) => (await ctx.db.prisma.user.findUniqueOrThrow({ where: { id: v.userId } })).email,
-    }),
+    // authenticate() already read the user with the token: no query of their own.
+    name: t.string({ resolve: (_v, _a, ctx) => viewerOf(ctx).name }),
+    email: t.string({ resolve: (_v, _a, ctx) => viewerOf(ctx).email }),
     organization: t.prismaField({
       type: "Organization",
       resolve: async (query, v, _a, ctx) => {
