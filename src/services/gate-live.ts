@@ -19,6 +19,7 @@
 
 import { randomUUID } from "node:crypto";
 import { checkPermission } from "../domain/catalog/index.js";
+import type { CompiledPrincipal } from "../domain/catalog/check.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus, Topics } from "../infra/events.js";
 import {
@@ -355,7 +356,15 @@ export class GateHub {
     }
   }
 
-  /** One round for one organization: one version, one evaluation per affected plan. */
+  /**
+   * One round for one organization: one version, one evaluation per affected plan.
+   *
+   * The round's critical path is version → heads → evaluation → delivery. Everything else runs
+   * beside it: the viewers' principals load (one batch) while the heads are read, and every
+   * affected plan's evaluation starts as soon as its head is known, not behind authorization.
+   * Delivery then walks each plan's (or workspace's) subscribers in one synchronous pass, so a
+   * round costs a handful of promises, not several per subscriber (docs/benchmarks.md, "gate").
+   */
   private async recompute(orgId: string, dirty: Dirty): Promise<void> {
     const subs = [...(this.byOrg.get(orgId) ?? [])].filter((s) => dirty.all || dirty.workspaceIds.has(s.workspaceId));
     if (subs.length === 0) return;
@@ -363,13 +372,22 @@ export class GateHub {
     const version = await nextGateVersion(sql);
     const principals = principalSource(sql, orgId);
     const tally = { orgId, version, evaluations: 0, deliveries: 0 };
-    // Every subscriber's principal, in one batch that runs while the heads are read.
-    for (const sub of subs) void principals(sub.viewer.userId).catch(() => {});
 
-    const planIds = [...new Set(subs.filter((s): s is PlanSubscriber => s.kind === "plan").map((s) => s.planId))];
-    const workspaceIds = [...new Set(subs.filter((s) => s.kind === "workspace").map((s) => s.workspaceId))];
+    // Every subscriber's principal, each user once, in one batch that runs while the heads are read.
+    // A failed load fails the round (as any failed read does); it never reads as "not allowed".
+    const viewers = new Map<string, CompiledPrincipal>();
+    const viewerLoads = [...new Set(subs.map((s) => s.viewer.userId))].map((userId) =>
+      principals(userId).then((p) => void viewers.set(userId, p)),
+    );
+
+    const planSubs = new Map<string, PlanSubscriber[]>();
+    const workspaceSubs = new Map<string, WorkspaceSubscriber[]>();
+    for (const sub of subs) {
+      if (sub.kind === "plan") addToList(planSubs, sub.planId, sub);
+      else addToList(workspaceSubs, sub.workspaceId, sub);
+    }
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
-      planIds.length === 0
+      planSubs.size === 0
         ? Promise.resolve<PlanHead[]>([])
         : sql.query<PlanHead>(
             `SELECT p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
@@ -377,68 +395,81 @@ export class GateHub {
                     (w."archivedAt" IS NOT NULL) AS archived, s."authzGroups"
                FROM plans p JOIN workspaces w ON w.id = p."workspaceId" JOIN stacks s ON s.id = w."stackId"
               WHERE p.id = ANY($1::text[]) AND p."orgId" = $2`,
-            [planIds, orgId],
+            [[...planSubs.keys()], orgId],
           ),
-      openPlanHeads(sql, orgId, workspaceIds),
-      workspaceIds.length === 0
+      openPlanHeads(sql, orgId, [...workspaceSubs.keys()]),
+      workspaceSubs.size === 0
         ? Promise.resolve<WorkspaceHead[]>([])
         : sql.query<WorkspaceHead>(
             `SELECT w.id, w."orgId", w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId"
               WHERE w.id = ANY($1::text[]) AND w."orgId" = $2`,
-            [workspaceIds, orgId],
+            [[...workspaceSubs.keys()], orgId],
           ),
     ]);
 
-    // Memoized by plan id for this version: each affected plan is evaluated once.
+    // One evaluation per affected plan for this version, all started now.
     const snapshots = new Map<string, Promise<GateSnapshot>>();
-    const snapshot = (head: PlanHead) => {
-      let s = snapshots.get(head.id);
-      if (!s) {
-        s = this.evaluate(head, version, principals);
-        tally.evaluations++;
-        snapshots.set(head.id, s);
+    for (const head of [...watchedHeads, ...openHeads]) {
+      if (snapshots.has(head.id)) continue;
+      const snapshot = this.evaluate(head, version, principals);
+      snapshot.catch(() => {}); // awaited below; a plan nobody may read is never awaited
+      snapshots.set(head.id, snapshot);
+      tally.evaluations++;
+    }
+    const viewersLoaded = Promise.all(viewerLoads);
+    viewersLoaded.catch(() => {}); // awaited below
+
+    /** Authorizes each subscriber as the principal is now; ends those who may no longer read. */
+    const authorized = <S extends Subscriber>(group: readonly S[], workspace: { name: string; authzGroups: readonly string[] }): S[] => {
+      const target = workspaceTarget(workspace, "read");
+      const allowedByUser = new Map<string, boolean>();
+      const out: S[] = [];
+      for (const sub of group) {
+        sub.refresh();
+        let allowed = allowedByUser.get(sub.viewer.userId);
+        if (allowed === undefined) {
+          allowed = checkPermission(viewers.get(sub.viewer.userId)!, target).allowed;
+          allowedByUser.set(sub.viewer.userId, allowed);
+        }
+        if (allowed) out.push(sub);
+        else sub.queue.end();
       }
-      return s;
+      return out;
     };
-    const heads = new Map<string, PlanHead>([...watchedHeads, ...openHeads].map((h) => [h.id, h]));
-    const workspaces = new Map(workspaceHeads.map((w) => [w.id, w]));
+    const deliver = <T extends { version: number }>(subscribers: readonly { queue: LatestQueue<T> }[], message: T, last: boolean) => {
+      for (const sub of subscribers) {
+        sub.queue.push(message);
+        if (last) sub.queue.end();
+      }
+      this.stats.deliveries += subscribers.length;
+      tally.deliveries += subscribers.length;
+    };
+
+    const heads = new Map(watchedHeads.map((h) => [h.id, h]));
     const openByWorkspace = new Map<string, PlanHead[]>();
     for (const h of openHeads) addToList(openByWorkspace, h.workspaceId, h);
-    const messages = new Map<string, Promise<WorkspaceGates>>();
+    const workspaces = new Map(workspaceHeads.map((w) => [w.id, w]));
 
-    await Promise.all(
-      subs.map(async (sub) => {
-        const name =
-          sub.kind === "plan" ? heads.get(sub.planId)?.workspaceName : workspaces.get(sub.workspaceId)?.name;
-        const groups =
-          sub.kind === "plan" ? heads.get(sub.planId)?.authzGroups : workspaces.get(sub.workspaceId)?.authzGroups;
-        if (name === undefined || groups === undefined) return sub.queue.end();
-        // Authorize every delivery with the principal as it is now.
-        sub.refresh();
-        const allowed = checkPermission(await principals(sub.viewer.userId), workspaceTarget({ name, authzGroups: groups }, "read")).allowed;
-        if (!allowed) return sub.queue.end();
-        if (sub.kind === "plan") {
-          const s = await snapshot(heads.get(sub.planId)!);
-          this.stats.deliveries++;
-          tally.deliveries++;
-          sub.queue.push(s);
-          if (TERMINAL.has(s.planStatus)) sub.queue.end();
-        } else {
-          // One message object per workspace per round, so its GraphQL result is shared too.
-          let message = messages.get(sub.workspaceId);
-          if (!message) {
-            message = Promise.all((openByWorkspace.get(sub.workspaceId) ?? []).map(snapshot)).then(
-              (plans): WorkspaceGates => ({ workspaceId: sub.workspaceId, workspaceName: name, version, plans }),
-            );
-            messages.set(sub.workspaceId, message);
-          }
-          const m = await message;
-          this.stats.deliveries++;
-          tally.deliveries++;
-          sub.queue.push(m);
-        }
+    await Promise.all([
+      ...[...planSubs].map(async ([planId, group]) => {
+        const head = heads.get(planId);
+        if (!head) return group.forEach((sub) => sub.queue.end());
+        const [snapshot] = await Promise.all([snapshots.get(planId)!, viewersLoaded]);
+        const readers = authorized(group, { name: head.workspaceName, authzGroups: head.authzGroups });
+        deliver(readers, snapshot, TERMINAL.has(snapshot.planStatus));
       }),
-    );
+      ...[...workspaceSubs].map(async ([workspaceId, group]) => {
+        const workspace = workspaces.get(workspaceId);
+        if (!workspace) return group.forEach((sub) => sub.queue.end());
+        const [plans] = await Promise.all([
+          Promise.all((openByWorkspace.get(workspaceId) ?? []).map((h) => snapshots.get(h.id)!)),
+          viewersLoaded,
+        ]);
+        // One message object per workspace per round, so its GraphQL result is shared too.
+        const message: WorkspaceGates = { workspaceId, workspaceName: workspace.name, version, plans };
+        deliver(authorized(group, workspace), message, false);
+      }),
+    ]);
     this.recentRounds.push(tally);
     if (this.recentRounds.length > 50) this.recentRounds.shift();
   }
