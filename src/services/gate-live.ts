@@ -27,8 +27,10 @@ import {
   nextGateVersion,
   openPlanHeads,
   principalSource,
+  readGateInputs,
   snapshotOf,
   workspaceTarget,
+  type GateInputRead,
   type GateSnapshot,
   type PlanHead,
   type PrincipalSource,
@@ -359,9 +361,10 @@ export class GateHub {
   /**
    * One round for one organization: one version, one evaluation per affected plan.
    *
-   * The round's critical path is version → heads → evaluation → delivery. Everything else runs
-   * beside it: the viewers' principals load (one batch) while the heads are read, and every
-   * affected plan's evaluation starts as soon as its head is known, not behind authorization.
+   * The round's critical path is version → (heads ∥ watched plans' inputs) → principals of
+   * approvers and viewers, in one batch ∥ names → evaluation → delivery. The version comes
+   * first (see nextGateVersion); every read after it runs as early as its ids are known, and
+   * each plan's evaluation starts as soon as its head is in, not behind authorization.
    * Delivery then walks each plan's (or workspace's) subscribers in one synchronous pass, so a
    * round costs a handful of promises, not several per subscriber (docs/benchmarks.md, "gate").
    */
@@ -373,19 +376,29 @@ export class GateHub {
     const principals = principalSource(sql, orgId);
     const tally = { orgId, version, evaluations: 0, deliveries: 0 };
 
-    // Every subscriber's principal, each user once, in one batch that runs while the heads are read.
-    // A failed load fails the round (as any failed read does); it never reads as "not allowed".
-    const viewers = new Map<string, CompiledPrincipal>();
-    const viewerLoads = [...new Set(subs.map((s) => s.viewer.userId))].map((userId) =>
-      principals(userId).then((p) => void viewers.set(userId, p)),
-    );
-
     const planSubs = new Map<string, PlanSubscriber[]>();
     const workspaceSubs = new Map<string, WorkspaceSubscriber[]>();
     for (const sub of subs) {
       if (sub.kind === "plan") addToList(planSubs, sub.planId, sub);
       else addToList(workspaceSubs, sub.workspaceId, sub);
     }
+    // A watched plan's inputs are read beside its head (the version is already taken, so this
+    // read sees every change committed before the event), instead of after it.
+    const inputReads = new Map<string, GateInputRead>();
+    for (const [planId, [first]] of planSubs) {
+      const read = readGateInputs(sql, { id: planId, workspaceId: first!.workspaceId, orgId });
+      read.catch(() => {}); // awaited by the evaluation; a plan that turned out stored never is
+      inputReads.set(planId, read);
+    }
+
+    // Every subscriber's principal, each user once. Requested once the inputs are in, so it
+    // joins the evaluation's batch for the approvers: one principal query per round, not two.
+    // A failed load fails the round (as any failed read does); it never reads as "not allowed".
+    const viewers = new Map<string, CompiledPrincipal>();
+    const viewersLoaded = Promise.allSettled([...inputReads.values()]).then(() =>
+      Promise.all([...new Set(subs.map((s) => s.viewer.userId))].map((userId) => principals(userId).then((p) => void viewers.set(userId, p)))),
+    );
+    viewersLoaded.catch(() => {}); // awaited below
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
       planSubs.size === 0
         ? Promise.resolve<PlanHead[]>([])
@@ -411,13 +424,11 @@ export class GateHub {
     const snapshots = new Map<string, Promise<GateSnapshot>>();
     for (const head of [...watchedHeads, ...openHeads]) {
       if (snapshots.has(head.id)) continue;
-      const snapshot = this.evaluate(head, version, principals);
+      const snapshot = this.evaluate(head, version, principals, inputReads.get(head.id));
       snapshot.catch(() => {}); // awaited below; a plan nobody may read is never awaited
       snapshots.set(head.id, snapshot);
       tally.evaluations++;
     }
-    const viewersLoaded = Promise.all(viewerLoads);
-    viewersLoaded.catch(() => {}); // awaited below
 
     /** Authorizes each subscriber as the principal is now; ends those who may no longer read. */
     const authorized = <S extends Subscriber>(group: readonly S[], workspace: { name: string; authzGroups: readonly string[] }): S[] => {
@@ -474,9 +485,9 @@ export class GateHub {
     if (this.recentRounds.length > 50) this.recentRounds.shift();
   }
 
-  private evaluate(head: PlanHead, version: number, principals: PrincipalSource): Promise<GateSnapshot> {
+  private evaluate(head: PlanHead, version: number, principals: PrincipalSource, read?: GateInputRead): Promise<GateSnapshot> {
     this.stats.evaluations++;
-    return snapshotOf(this.db.sql, head, version, principals);
+    return snapshotOf(this.db.sql, head, version, principals, read);
   }
 }
 

@@ -169,9 +169,16 @@ export interface LoadedInputs {
   approverIds: string[];
 }
 
-export async function loadGateInputs(sql: SqlRunner, head: PlanHead): Promise<LoadedInputs> {
-  const [row] = await sql.query<InputRow>(INPUT_SQL, [head.id, head.workspaceId, head.orgId]);
-  const r = row!;
+/** The one read behind loadGateInputs; the live hub starts it beside the plan head's read. */
+export type GateInputRead = Promise<InputRow>;
+
+export function readGateInputs(sql: SqlRunner, plan: Pick<PlanHead, "id" | "workspaceId" | "orgId">): GateInputRead {
+  return sql.query<InputRow>(INPUT_SQL, [plan.id, plan.workspaceId, plan.orgId]).then(([row]) => row!);
+}
+
+/** `read`, when given, is readGateInputs for the same plan, started after the version was taken. */
+export async function loadGateInputs(sql: SqlRunner, head: PlanHead, read: GateInputRead = readGateInputs(sql, head)): Promise<LoadedInputs> {
+  const r = await read;
   const policies = r.policies.map(toGatePolicy);
   const reservations: GateReservation[] = r.reservations.map((x) => ({
     id: x.id,
@@ -386,8 +393,9 @@ export async function evaluateLive(
   head: PlanHead,
   version: number,
   principals: PrincipalSource = principalSource(sql, head.orgId),
+  read?: GateInputRead,
 ): Promise<GateSnapshot> {
-  const { input, approverIds } = await loadGateInputs(sql, head);
+  const { input, approverIds } = await loadGateInputs(sql, head, read);
   // Names are for the messages only (a chatops bot prints them); they never affect the decision.
   const ids = idsInInput(input);
   const [approveHolders, people] = await Promise.all([
@@ -425,9 +433,10 @@ export async function snapshotOf(
   head: PlanHead,
   version: number,
   principals?: PrincipalSource,
+  read?: GateInputRead,
 ): Promise<GateSnapshot> {
   const stored = head.status === "planned" ? null : storedEvaluationOf(head.applyEvaluation);
-  if (!stored) return evaluateLive(sql, head, version, principals);
+  if (!stored) return evaluateLive(sql, head, version, principals, read);
   const ids = idsInEvaluation(stored.evaluation);
   return {
     planId: head.id,
