@@ -122,15 +122,19 @@ export async function loadPrincipals(
             SELECT p."roleId", json_agg(DISTINCT jsonb_build_object(
                      'resourceType', p."resourceType", 'action', p.action,
                      'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup")) AS grants
-              FROM role_permissions p WHERE p."roleId" IN (SELECT "roleId" FROM held) GROUP BY p."roleId")
+              FROM role_permissions p WHERE p."roleId" IN (SELECT "roleId" FROM held) GROUP BY p."roleId"),
+          -- Grouped once, joined below: a per-user subquery over held would be users × rows.
+          held_by_user AS (
+            SELECT "userId", json_agg("roleId" ORDER BY "roleId") AS "roleIds" FROM held GROUP BY "userId")
      SELECT json_build_object('exists', o.id IS NOT NULL, 'deleted', o."deletedAt" IS NOT NULL, 'ownerUserId', o."ownerUserId") AS org,
             (SELECT json_agg(json_build_object(
                       'userId', w."userId",
                       'membershipActive', (m.id IS NOT NULL AND m."deactivatedAt" IS NULL),
                       'isSuperAdmin', COALESCE(m."isSuperAdmin", false),
-                      'roleIds', (SELECT json_agg(h."roleId" ORDER BY h."roleId") FROM held h WHERE h."userId" = w."userId")))
+                      'roleIds', hu."roleIds"))
                FROM (SELECT DISTINCT unnest($2::text[]) AS "userId") w
-               LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId") AS users,
+               LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId"
+               LEFT JOIN held_by_user hu ON hu."userId" = w."userId") AS users,
             (SELECT json_object_agg("roleId", grants) FROM per_role) AS "roleGrants"
        FROM (SELECT 1) AS one LEFT JOIN organizations o ON o.id = $1`,
     [orgId, unique],
