@@ -83,6 +83,7 @@ export async function roleMembers(sql: SqlRunner, orgId: string, roleIds: readon
      JOIN memberships m ON m."orgId" = $1 AND m."userId" = x."userId" AND m."deactivatedAt" IS NULL
      ORDER BY x."userId"`,
     [orgId, roleIds],
+    { prepare: true },
   );
   for (const { roleId, userId } of rows) members.get(roleId)?.push(userId);
   return members;
@@ -138,6 +139,7 @@ export async function loadPrincipals(
             (SELECT json_object_agg("roleId", grants) FROM per_role) AS "roleGrants"
        FROM (SELECT 1) AS one LEFT JOIN organizations o ON o.id = $1`,
     [orgId, unique],
+    { prepare: true },
   );
   const r = row!;
   const roleGrants = r.roleGrants ?? {};

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -8,8 +9,17 @@ import type { Config } from "./config.js";
 export type { PrismaClient };
 
 /** Raw SQL beside Prisma: migrations, the list filters' range scans, the bench's baseline. */
+export interface QueryOptions {
+  /**
+   * A statement on a hot path (the live gate's reads): prepared once per connection, named by a
+   * hash of its text, so PostgreSQL parses and plans it once instead of on every call. Only
+   * for fixed text with parameters; never for SQL assembled from input.
+   */
+  prepare?: boolean;
+}
+
 export interface SqlRunner {
-  query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  query<T = Record<string, unknown>>(text: string, params?: unknown[], options?: QueryOptions): Promise<T[]>;
   /** Runs a multi-statement script (a migration file). */
   exec(script: string): Promise<void>;
   /** Runs fn on one connection (advisory locks are per session). */
@@ -29,10 +39,20 @@ export async function openDatabase(config: Config["database"]): Promise<Database
   return config.kind === "postgres" ? openPostgres(config.url, config.schema) : openPglite(config.dataDir);
 }
 
+const statementNames = new Map<string, string>();
+
+/** A prepared statement's name: the same text gets the same name on every connection. */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `cs_${createHash("sha1").update(text).digest("hex").slice(0, 24)}`));
+  return name;
+}
+
 function pgRunner(client: pg.Pool | pg.PoolClient): SqlRunner {
   const runner: SqlRunner = {
-    async query<T>(text: string, params?: unknown[]) {
-      const result = await client.query(text, params as unknown[] | undefined);
+    async query<T>(text: string, params?: unknown[], options?: QueryOptions) {
+      const values = params as unknown[] | undefined;
+      const result = options?.prepare ? await client.query({ name: statementName(text), text, values }) : await client.query(text, values);
       return result.rows as T[];
     },
     async exec(script) {

@@ -26,6 +26,7 @@ import {
   loadPlanHead,
   nextGateVersion,
   openPlanHeads,
+  planHeads,
   principalSource,
   readGateInputs,
   snapshotOf,
@@ -400,16 +401,7 @@ export class GateHub {
     );
     viewersLoaded.catch(() => {}); // awaited below
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
-      planSubs.size === 0
-        ? Promise.resolve<PlanHead[]>([])
-        : sql.query<PlanHead>(
-            `SELECT p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
-                    p."applyEvaluation", w.name AS "workspaceName", w."requiredApprovals",
-                    (w."archivedAt" IS NOT NULL) AS archived, s."authzGroups"
-               FROM plans p JOIN workspaces w ON w.id = p."workspaceId" JOIN stacks s ON s.id = w."stackId"
-              WHERE p.id = ANY($1::text[]) AND p."orgId" = $2`,
-            [[...planSubs.keys()], orgId],
-          ),
+      planHeads(sql, orgId, [...planSubs.keys()]),
       openPlanHeads(sql, orgId, [...workspaceSubs.keys()]),
       workspaceSubs.size === 0
         ? Promise.resolve<WorkspaceHead[]>([])
@@ -417,6 +409,7 @@ export class GateHub {
             `SELECT w.id, w."orgId", w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId"
               WHERE w.id = ANY($1::text[]) AND w."orgId" = $2`,
             [[...workspaceSubs.keys()], orgId],
+            { prepare: true },
           ),
     ]);
 

@@ -82,6 +82,7 @@ export async function loadPlanHead(sql: SqlRunner, orgId: string, planId: string
        FROM plans p JOIN workspaces w ON w.id = p."workspaceId" JOIN stacks s ON s.id = w."stackId"
       WHERE p.id = $1 AND p."orgId" = $2`,
     [planId, orgId],
+    { prepare: true },
   );
   return row ?? null;
 }
@@ -95,6 +96,19 @@ export async function openPlanHeads(sql: SqlRunner, orgId: string, workspaceIds:
       WHERE p."workspaceId" = ANY($1::text[]) AND p."orgId" = $2 AND p.status IN ('planned', 'applying')
       ORDER BY p."createdAt", p.id`,
     [workspaceIds, orgId],
+    { prepare: true },
+  );
+}
+
+/** Heads of the given plans of the org (any state), in no particular order. */
+export async function planHeads(sql: SqlRunner, orgId: string, planIds: readonly string[]): Promise<PlanHead[]> {
+  if (planIds.length === 0) return [];
+  return sql.query<PlanHead>(
+    `SELECT ${HEAD_COLUMNS}
+       FROM plans p JOIN workspaces w ON w.id = p."workspaceId" JOIN stacks s ON s.id = w."stackId"
+      WHERE p.id = ANY($1::text[]) AND p."orgId" = $2`,
+    [planIds, orgId],
+    { prepare: true },
   );
 }
 
@@ -105,7 +119,7 @@ export async function openPlanHeads(sql: SqlRunner, orgId: string, workspaceIds:
  * sees the change and carries a higher version than any computation that started earlier.
  */
 export async function nextGateVersion(sql: SqlRunner): Promise<number> {
-  const [row] = await sql.query<{ v: number }>(`SELECT nextval('gate_version_seq')::float8 AS v`);
+  const [row] = await sql.query<{ v: number }>(`SELECT nextval('gate_version_seq')::float8 AS v`, [], { prepare: true });
   return Number(row!.v);
 }
 
@@ -173,7 +187,7 @@ export interface LoadedInputs {
 export type GateInputRead = Promise<InputRow>;
 
 export function readGateInputs(sql: SqlRunner, plan: Pick<PlanHead, "id" | "workspaceId" | "orgId">): GateInputRead {
-  return sql.query<InputRow>(INPUT_SQL, [plan.id, plan.workspaceId, plan.orgId]).then(([row]) => row!);
+  return sql.query<InputRow>(INPUT_SQL, [plan.id, plan.workspaceId, plan.orgId], { prepare: true }).then(([row]) => row!);
 }
 
 /** `read`, when given, is readGateInputs for the same plan, started after the version was taken. */
@@ -297,6 +311,7 @@ export async function loadPeople(sql: SqlRunner, userIds: Iterable<string>, role
        (SELECT json_agg(r) FROM (SELECT id, "orgId", key, name, description, system, "deletedAt", "createdAt", "updatedAt"
                                    FROM roles WHERE id = ANY($2::text[])) r) AS roles`,
     [users, roles],
+    { prepare: true },
   );
   const revive = <T extends { createdAt: unknown }>(x: T): T => ({ ...x, createdAt: new Date(x.createdAt as string) });
   return {
