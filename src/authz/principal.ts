@@ -106,19 +106,25 @@ export async function loadPrincipals(
   sql: SqlRunner,
   orgId: string,
   userIds: readonly string[],
+  /** Also load whoever approved these plans (the live gate reads them with its viewers, in one trip). */
+  approversOf: readonly string[] = [],
 ): Promise<Map<string, CompiledPrincipal & { roleIds: string[] }>> {
   const unique = [...new Set(userIds)];
   const out = new Map<string, CompiledPrincipal & { roleIds: string[] }>();
-  if (unique.length === 0) return out;
+  if (unique.length === 0 && approversOf.length === 0) return out;
   const [row] = await sql.query<BatchRow>(
-    `WITH held AS (
-            SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" = ANY($2::text[])
+    `WITH ids AS (
+            SELECT unnest($2::text[]) AS "userId"
+            UNION
+            SELECT ap."userId" FROM approvals ap WHERE ap."planId" = ANY($3::text[])),
+          held AS (
+            SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" IN (SELECT "userId" FROM ids)
             UNION
             SELECT g."userId", br."roleId"
               FROM user_identity_groups g
               JOIN identity_group_bindings b ON b."identitySourceId" = g."identitySourceId" AND b."groupKey" = g."groupKey"
               JOIN identity_group_binding_roles br ON br."bindingId" = b.id
-             WHERE b."orgId" = $1 AND g."userId" = ANY($2::text[])),
+             WHERE b."orgId" = $1 AND g."userId" IN (SELECT "userId" FROM ids)),
           per_role AS (
             SELECT p."roleId", json_agg(DISTINCT jsonb_build_object(
                      'resourceType', p."resourceType", 'action', p.action,
@@ -133,12 +139,12 @@ export async function loadPrincipals(
                       'membershipActive', (m.id IS NOT NULL AND m."deactivatedAt" IS NULL),
                       'isSuperAdmin', COALESCE(m."isSuperAdmin", false),
                       'roleIds', hu."roleIds"))
-               FROM (SELECT DISTINCT unnest($2::text[]) AS "userId") w
+               FROM ids w
                LEFT JOIN memberships m ON m."orgId" = $1 AND m."userId" = w."userId"
                LEFT JOIN held_by_user hu ON hu."userId" = w."userId") AS users,
             (SELECT json_object_agg("roleId", grants) FROM per_role) AS "roleGrants"
        FROM (SELECT 1) AS one LEFT JOIN organizations o ON o.id = $1`,
-    [orgId, unique],
+    [orgId, unique, approversOf],
     { prepare: true },
   );
   const r = row!;

@@ -20,6 +20,7 @@
 import { randomUUID } from "node:crypto";
 import { checkPermission } from "../domain/catalog/index.js";
 import type { CompiledPrincipal } from "../domain/catalog/check.js";
+import { loadPrincipals } from "../authz/principal.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus, Topics } from "../infra/events.js";
 import {
@@ -362,10 +363,10 @@ export class GateHub {
   /**
    * One round for one organization: one version, one evaluation per affected plan.
    *
-   * The round's critical path is version → (heads ∥ watched plans' inputs) → principals of
-   * approvers and viewers, in one batch ∥ names → evaluation → delivery. The version comes
-   * first (see nextGateVersion); every read after it runs as early as its ids are known, and
-   * each plan's evaluation starts as soon as its head is in, not behind authorization.
+   * The round's critical path is version → (heads ∥ watched plans' inputs ∥ the principals of
+   * viewers and approvers, one read) → names → evaluation → delivery. The version comes first
+   * (see nextGateVersion); every read after it runs as early as its ids are known, and each
+   * plan's evaluation starts as soon as its head is in, not behind authorization.
    * Delivery then walks each plan's (or workspace's) subscribers in one synchronous pass, so a
    * round costs a handful of promises, not several per subscriber (docs/benchmarks.md, "gate").
    */
@@ -374,7 +375,6 @@ export class GateHub {
     if (subs.length === 0) return;
     const sql = this.db.sql;
     const version = await nextGateVersion(sql);
-    const principals = principalSource(sql, orgId);
     const tally = { orgId, version, evaluations: 0, deliveries: 0 };
 
     const planSubs = new Map<string, PlanSubscriber[]>();
@@ -392,14 +392,18 @@ export class GateHub {
       inputReads.set(planId, read);
     }
 
-    // Every subscriber's principal, each user once. Requested once the inputs are in, so it
-    // joins the evaluation's batch for the approvers: one principal query per round, not two.
+    // Every subscriber's principal and every watched plan's approvers', in one read beside the
+    // inputs (the evaluation needs the approvers' right after them). Anyone else an evaluation
+    // asks for (approvers of a plan only a workspaceGates subscriber watches) loads on demand.
     // A failed load fails the round (as any failed read does); it never reads as "not allowed".
+    const batch = loadPrincipals(sql, orgId, [...new Set(subs.map((s) => s.viewer.userId))], [...planSubs.keys()]);
+    batch.catch(() => {}); // awaited below
+    const onDemand = principalSource(sql, orgId);
+    const principals: PrincipalSource = (userId) => batch.then((loaded) => loaded.get(userId) ?? onDemand(userId));
     const viewers = new Map<string, CompiledPrincipal>();
-    const viewersLoaded = Promise.allSettled([...inputReads.values()]).then(() =>
-      Promise.all([...new Set(subs.map((s) => s.viewer.userId))].map((userId) => principals(userId).then((p) => void viewers.set(userId, p)))),
-    );
-    viewersLoaded.catch(() => {}); // awaited below
+    const viewersLoaded = batch.then((loaded) => {
+      for (const sub of subs) viewers.set(sub.viewer.userId, loaded.get(sub.viewer.userId)!);
+    });
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
       planHeads(sql, orgId, [...planSubs.keys()]),
       openPlanHeads(sql, orgId, [...workspaceSubs.keys()]),

@@ -51,3 +51,35 @@ it("loadPrincipals loads every user exactly as loadPrincipal does", async () => 
   expect(comparable(ownerBatch.get(owner.id)!)).toEqual(comparable(await loadPrincipal(t.db.sql, personal.id, owner.id)));
   expect(comparable(batch.get(sso.userId)!).roleIds).toEqual([approvers.id, readers.id].sort());
 });
+
+it("loadPrincipals with approversOf adds whoever approved those plans, loaded the same way", async () => {
+  const org = await createOrg(t.db);
+  const viewer = await addMember(t.db, org.orgId, { grants: [READ] });
+  const approver = await addMember(t.db, org.orgId, { grants: [READ, APPROVE] });
+  const sso = await addMember(t.db, org.orgId, {});
+  const elsewhere = await addMember(t.db, org.orgId, { grants: [READ, APPROVE] });
+  const approvers = await role(t, org.orgId, "Approvers", [READ, APPROVE]);
+  const source = await t.db.prisma.identitySource.create({ data: { orgId: org.orgId, name: "okta" } });
+  await t.db.prisma.identityGroupBinding.create({ data: { orgId: org.orgId, identitySourceId: source.id, groupKey: "eng", roles: { create: [{ roleId: approvers.id }] } } });
+  await t.db.prisma.userIdentityGroup.create({ data: { identitySourceId: source.id, userId: sso.userId, groupKey: "eng" } });
+  const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: "net" } });
+  const ws = await t.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "prod" } });
+  const [watched, other] = await Promise.all(
+    [0, 1].map(() => t.db.prisma.plan.create({ data: { orgId: org.orgId, workspaceId: ws.id, submittedById: org.adminId } })),
+  );
+  await t.db.prisma.approval.createMany({
+    data: [
+      { planId: watched!.id, userId: approver.userId },
+      { planId: watched!.id, userId: sso.userId },
+      { planId: watched!.id, userId: viewer.userId }, // also a viewer: loaded once
+      { planId: other!.id, userId: elsewhere.userId }, // another plan's: not asked for
+    ],
+  });
+
+  const batch = await loadPrincipals(t.db.sql, org.orgId, [viewer.userId], [watched!.id]);
+  expect([...batch.keys()].sort()).toEqual([viewer.userId, approver.userId, sso.userId].sort());
+  for (const id of batch.keys()) expect(comparable(batch.get(id)!)).toEqual(comparable(await loadPrincipal(t.db.sql, org.orgId, id)));
+  expect(batch.get(sso.userId)!.roleIds).toEqual([approvers.id]);
+  // Approvers only, no viewers.
+  expect([...(await loadPrincipals(t.db.sql, org.orgId, [], [other!.id])).keys()]).toEqual([elsewhere.userId]);
+});
