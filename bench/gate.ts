@@ -274,9 +274,11 @@ async function redisRoundTrip(): Promise<{ p50: number; p99: number }> {
 /**
  * The floor under fan-out on this machine: a bare `ws` server in another process sending one
  * small message to each of 1,000 sockets when told to, timed from the order to each arrival.
- * No GraphQL, no database, no evaluation: what 1,000 sends and receives cost here.
+ * No GraphQL, no database, no evaluation: what 1,000 sends and receives cost here. Its rounds
+ * alternate with the planGate rounds, so both see the same machine (this 2-core VM's own
+ * stalls move both figures; a baseline measured after the fact did not share them).
  */
-async function bareFanOut(subscribers: number, rounds: number): Promise<{ p50: number; p99: number }> {
+async function startBareFanOut(subscribers: number): Promise<{ round: () => Promise<number[]>; close: () => void }> {
   const port = await freePort();
   const script = `
     import { WebSocketServer } from "ws";
@@ -290,38 +292,39 @@ async function bareFanOut(subscribers: number, rounds: number): Promise<{ p50: n
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   await new Promise<void>((resolve) => child.stdout!.once("data", () => resolve()));
   const sockets: WebSocket[] = [];
-  try {
-    const arrivals = new Float64Array(subscribers);
-    let received = 0;
-    let done: () => void = () => {};
-    for (let i = 0; i < subscribers; i++) {
-      const socket = new WebSocket(`ws://127.0.0.1:${port}`);
-      socket.on("message", (data) => {
-        arrivals[i] = performance.now();
-        JSON.parse(String(data));
-        if (++received === subscribers) done();
-      });
-      sockets.push(socket);
-    }
-    const control = new WebSocket(`ws://127.0.0.1:${port}`);
-    sockets.push(control);
-    await Promise.all(sockets.map((s) => new Promise((r) => s.once("open", r))));
-    const samples: number[] = [];
-    for (let round = 0; round < WARMUP + rounds; round++) {
-      received = 0;
-      const all = new Promise<void>((resolve) => (done = resolve));
-      const start = performance.now();
-      control.send(String(round + 1));
-      await all;
-      if (round >= WARMUP) for (const at of arrivals) samples.push(at - start);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    samples.sort((a, b) => a - b);
-    return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99) };
-  } finally {
-    for (const s of sockets) s.terminate();
-    child.kill();
+  const arrivals = new Float64Array(subscribers);
+  let received = 0;
+  let done: () => void = () => {};
+  for (let i = 0; i < subscribers; i++) {
+    const socket = new WebSocket(`ws://127.0.0.1:${port}`);
+    socket.on("message", (data) => {
+      arrivals[i] = performance.now();
+      JSON.parse(String(data));
+      if (++received === subscribers) done();
+    });
+    sockets.push(socket);
   }
+  const control = new WebSocket(`ws://127.0.0.1:${port}`);
+  sockets.push(control);
+  await Promise.all(sockets.map((s) => new Promise((r) => s.once("open", r))));
+  let n = 0;
+  return {
+    async round() {
+      received = 0;
+      const all = new Promise<void>((resolve, reject) => {
+        done = resolve;
+        setTimeout(() => reject(new Error(`bare fan-out: ${received} of ${subscribers} received within 10 s`)), 10_000).unref();
+      });
+      const start = performance.now();
+      control.send(String(++n));
+      await all;
+      return Array.from(arrivals, (at) => at - start);
+    },
+    close() {
+      for (const s of sockets) s.terminate();
+      child.kill();
+    },
+  };
 }
 
 const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) { version evaluation { approvalsCounted } } }`;
@@ -371,6 +374,7 @@ async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<Be
   // This process commits the approvals; the bus prefix is the server's default.
   const events = createEventBus({ redisUrl: REDIS_URL });
   const subscribers: Subscriber[] = [];
+  const bare = await startBareFanOut(SUBSCRIBERS);
   try {
     log(`second server at ${server.url}; opening ${SUBSCRIBERS} subscriptions (one WebSocket each, ${USERS} users)`);
     let target = 0;
@@ -388,6 +392,7 @@ async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<Be
     log(`${SUBSCRIBERS} subscribers have their first message`);
 
     const samples: number[] = [];
+    const bareSamples: number[] = [];
     for (let round = 0; round < WARMUP + ROUNDS; round++) {
       const approverId = s.approverIds[round]!;
       const authz = new Authz(db.sql, { userId: approverId, orgId: s.orgId, tokenId: "bench", name: "bench", email: "bench", isServiceAccount: false });
@@ -404,10 +409,15 @@ async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<Be
       if (round >= WARMUP) samples.push(...round_);
       if (process.env.BENCH_GATE_VERBOSE) log(`round ${round}${round < WARMUP ? " (warm-up)" : ""}: first ${round_[0]!.toFixed(1)} ms, median ${quantile(round_, 0.5).toFixed(1)} ms, last ${round_.at(-1)!.toFixed(1)} ms`);
       await new Promise((r) => setTimeout(r, 50));
+      const bareRound = await bare.round();
+      if (round >= WARMUP) bareSamples.push(...bareRound);
+      if (process.env.BENCH_GATE_VERBOSE) log(`  bare fan-out round ${round}: last ${Math.max(...bareRound).toFixed(1)} ms`);
+      await new Promise((r) => setTimeout(r, 50));
     }
     samples.sort((a, b) => a - b);
+    bareSamples.sort((a, b) => a - b);
+    const fanOut = { p50: quantile(bareSamples, 0.5), p99: quantile(bareSamples, 0.99) };
     const redis = await redisRoundTrip();
-    const fanOut = await bareFanOut(SUBSCRIBERS, ROUNDS);
     return [
       row(`planGate delivery, commit → subscriber on another process, ${SUBSCRIBERS} subscribers (p50)`, quantile(samples, 0.5), "ms", {
         baseline: { name: `bare ws fan-out to ${SUBSCRIBERS} sockets, p50`, value: fanOut.p50 },
@@ -420,6 +430,7 @@ async function deliveryRows(db: Database, schema: string, s: Seeded): Promise<Be
       row(`Redis publish → subscriber, one message (p99)`, redis.p99, "ms", { baseline: { name: "p50", value: redis.p50 }, target: "context" }),
     ];
   } finally {
+    bare.close();
     for (const sub of subscribers) sub.close();
     await events.close();
     server.child.kill("SIGTERM");
