@@ -170,7 +170,6 @@ export function gateHub(db: Database, events: EventBus): GateHub {
 
 export class GateHub {
   private readonly subscribers = new Set<Subscriber>();
-  private readonly byPlan = new Map<string, Set<PlanSubscriber>>();
   private readonly byWorkspace = new Map<string, Set<Subscriber>>();
   private readonly byOrg = new Map<string, Set<Subscriber>>();
   private readonly dirty = new Map<string, Dirty>();
@@ -180,8 +179,6 @@ export class GateHub {
   private readonly probes = new Map<string, () => void>();
   /** Initial-status computations not yet started, per plan: subscribers arriving together share one. */
   private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
-  /** Counters for tests and the bench: evaluations computed and messages delivered. */
-  readonly stats = { rounds: 0, evaluations: 0, deliveries: 0 };
   /** The last rounds (newest last): their version, plans evaluated and messages delivered. */
   readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number }[] = [];
 
@@ -189,10 +186,6 @@ export class GateHub {
     private readonly db: Database,
     private readonly events: EventBus,
   ) {}
-
-  get subscriberCount(): number {
-    return this.subscribers.size;
-  }
 
   // --- subscribing ---------------------------------------------------------------------------
 
@@ -211,7 +204,6 @@ export class GateHub {
     void this.initialSnapshot(head.orgId, head.id).then(
       (snapshot) => {
         if (!snapshot) return sub.queue.end();
-        this.stats.deliveries++;
         sub.queue.push(snapshot);
         if (TERMINAL.has(snapshot.planStatus)) sub.queue.end();
       },
@@ -234,7 +226,6 @@ export class GateHub {
       const principals = principalSource(this.db.sql, workspace.orgId);
       const heads = await openPlanHeads(this.db.sql, workspace.orgId, [workspace.id]);
       const plans = await Promise.all(heads.map((h) => this.evaluate(h, version, principals)));
-      this.stats.deliveries++;
       sub.queue.push({ workspaceId: workspace.id, workspaceName: workspace.name, version, plans });
     })().catch(() => sub.queue.end());
     return sub.queue;
@@ -268,14 +259,12 @@ export class GateHub {
 
   private add(sub: Subscriber) {
     this.subscribers.add(sub);
-    if (sub.kind === "plan") addTo(this.byPlan, sub.planId, sub);
     addTo(this.byWorkspace, sub.workspaceId, sub);
     addTo(this.byOrg, sub.viewer.orgId, sub);
   }
 
   private remove(sub: Subscriber) {
     if (!this.subscribers.delete(sub)) return;
-    if (sub.kind === "plan") removeFrom(this.byPlan, sub.planId, sub);
     removeFrom(this.byWorkspace, sub.workspaceId, sub);
     removeFrom(this.byOrg, sub.viewer.orgId, sub);
     if (this.subscribers.size === 0) this.stop();
@@ -355,7 +344,6 @@ export class GateHub {
     while (this.dirty.size > 0) {
       const round = [...this.dirty];
       this.dirty.clear();
-      this.stats.rounds++;
       await Promise.all(round.map(([orgId, dirty]) => this.recompute(orgId, dirty).catch(() => {})));
     }
   }
@@ -400,10 +388,6 @@ export class GateHub {
     batch.catch(() => {}); // awaited below
     const onDemand = principalSource(sql, orgId);
     const principals: PrincipalSource = (userId) => batch.then((loaded) => loaded.get(userId) ?? onDemand(userId));
-    const viewers = new Map<string, CompiledPrincipal>();
-    const viewersLoaded = batch.then((loaded) => {
-      for (const sub of subs) viewers.set(sub.viewer.userId, loaded.get(sub.viewer.userId)!);
-    });
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
       planHeads(sql, orgId, [...planSubs.keys()]),
       openPlanHeads(sql, orgId, [...workspaceSubs.keys()]),
@@ -428,7 +412,11 @@ export class GateHub {
     }
 
     /** Authorizes each subscriber as the principal is now; ends those who may no longer read. */
-    const authorized = <S extends Subscriber>(group: readonly S[], workspace: { name: string; authzGroups: readonly string[] }): S[] => {
+    const authorized = <S extends Subscriber>(
+      group: readonly S[],
+      workspace: { name: string; authzGroups: readonly string[] },
+      loaded: Map<string, CompiledPrincipal>,
+    ): S[] => {
       const target = workspaceTarget(workspace, "read");
       const allowedByUser = new Map<string, boolean>();
       const out: S[] = [];
@@ -436,7 +424,7 @@ export class GateHub {
         sub.refresh();
         let allowed = allowedByUser.get(sub.viewer.userId);
         if (allowed === undefined) {
-          allowed = checkPermission(viewers.get(sub.viewer.userId)!, target).allowed;
+          allowed = checkPermission(loaded.get(sub.viewer.userId)!, target).allowed;
           allowedByUser.set(sub.viewer.userId, allowed);
         }
         if (allowed) out.push(sub);
@@ -449,7 +437,6 @@ export class GateHub {
         sub.queue.push(message);
         if (last) sub.queue.end();
       }
-      this.stats.deliveries += subscribers.length;
       tally.deliveries += subscribers.length;
     };
 
@@ -462,20 +449,20 @@ export class GateHub {
       ...[...planSubs].map(async ([planId, group]) => {
         const head = heads.get(planId);
         if (!head) return group.forEach((sub) => sub.queue.end());
-        const [snapshot] = await Promise.all([snapshots.get(planId)!, viewersLoaded]);
-        const readers = authorized(group, { name: head.workspaceName, authzGroups: head.authzGroups });
+        const [snapshot, loaded] = await Promise.all([snapshots.get(planId)!, batch]);
+        const readers = authorized(group, { name: head.workspaceName, authzGroups: head.authzGroups }, loaded);
         deliver(readers, snapshot, TERMINAL.has(snapshot.planStatus));
       }),
       ...[...workspaceSubs].map(async ([workspaceId, group]) => {
         const workspace = workspaces.get(workspaceId);
         if (!workspace) return group.forEach((sub) => sub.queue.end());
-        const [plans] = await Promise.all([
+        const [plans, loaded] = await Promise.all([
           Promise.all((openByWorkspace.get(workspaceId) ?? []).map((h) => snapshots.get(h.id)!)),
-          viewersLoaded,
+          batch,
         ]);
         // One message object per workspace per round, so its GraphQL result is shared too.
         const message: WorkspaceGates = { workspaceId, workspaceName: workspace.name, version, plans };
-        deliver(authorized(group, workspace), message, false);
+        deliver(authorized(group, workspace, loaded), message, false);
       }),
     ]);
     this.recentRounds.push(tally);
@@ -483,7 +470,6 @@ export class GateHub {
   }
 
   private evaluate(head: PlanHead, version: number, principals: PrincipalSource, read?: GateInputRead): Promise<GateSnapshot> {
-    this.stats.evaluations++;
     return snapshotOf(this.db.sql, head, version, principals, read);
   }
 }
