@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { loadConfig } from "../infra/config.js";
 import { openDatabase, type Database } from "../infra/db.js";
 import { migrate } from "../infra/migrate.js";
-import { createOrganizationWithAdmin, issueToken } from "../services/accounts.js";
+import { createOrganizationWithAdmin, findOrCreateUser, issueToken } from "../services/accounts.js";
 import { reconcileSystemRoles, systemRoleId } from "../services/system-roles.js";
 import { SYSTEM_ROLE_KEYS } from "../domain/catalog/index.js";
 
@@ -81,9 +81,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
       try {
         const org = await orgBySlug(db, values.org!);
         const result = await db.prisma.$transaction(async (tx) => {
-          const user =
-            (await tx.user.findUnique({ where: { email: values.email! } })) ??
-            (await tx.user.create({ data: { email: values.email!, name: values.name!, isServiceAccount: values["service-account"] } }));
+          const user = await findOrCreateUser(tx, { email: values.email!, name: values.name!, isServiceAccount: values["service-account"] });
           await tx.membership.upsert({
             where: { orgId_userId: { orgId: org.id, userId: user.id } },
             create: { orgId: org.id, userId: user.id },

@@ -1,14 +1,13 @@
 import { generateToken, hashToken, tokenPrefix } from "../auth/tokens.js";
 import type { PrismaClient } from "../infra/db.js";
+import type { Tx } from "./gate.js";
 import { systemRoleId } from "./system-roles.js";
-
-type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
 /** Issues a token for a user in an org; the plaintext is returned once and never stored. */
 export async function issueToken(
   db: Tx | PrismaClient,
   input: { userId: string; orgId: string; name: string; token?: string; expiresAt?: Date | null },
-): Promise<{ id: string; token: string }> {
+): Promise<{ id: string; token: string; apiToken: Awaited<ReturnType<PrismaClient["apiToken"]["create"]>> }> {
   const token = input.token ?? generateToken();
   const row = await db.apiToken.create({
     data: {
@@ -20,7 +19,15 @@ export async function issueToken(
       expiresAt: input.expiresAt ?? null,
     },
   });
-  return { id: row.id, token };
+  return { id: row.id, token, apiToken: row };
+}
+
+/** The user with this email, created with these details if there is none (emails are unique). */
+export async function findOrCreateUser(tx: Tx, input: { email: string; name: string; isServiceAccount?: boolean }) {
+  return (
+    (await tx.user.findUnique({ where: { email: input.email } })) ??
+    (await tx.user.create({ data: { email: input.email, name: input.name, isServiceAccount: input.isServiceAccount } }))
+  );
 }
 
 export function slugify(name: string): string {
@@ -34,9 +41,7 @@ export async function createOrganizationWithAdmin(
 ) {
   return prisma.$transaction(async (tx) => {
     const org = await tx.organization.create({ data: { name: input.orgName, slug: input.slug ?? slugify(input.orgName) } });
-    const user =
-      (await tx.user.findUnique({ where: { email: input.admin.email } })) ??
-      (await tx.user.create({ data: { email: input.admin.email, name: input.admin.name } }));
+    const user = await findOrCreateUser(tx, input.admin);
     await tx.membership.create({ data: { orgId: org.id, userId: user.id, isSuperAdmin: true } });
     await tx.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId("admin") } });
     const token = await issueToken(tx, { userId: user.id, orgId: org.id, name: "bootstrap", token: input.token });

@@ -177,6 +177,17 @@ function toGatePolicy(row: InputRow["policies"][number]): GatePolicy {
   return { id: row.id, name: row.name, assignedAddresses: row.assigned, addressPatterns: row.patterns, requirements };
 }
 
+const changesOf = (row: InputRow) => row.changes.map((c) => ({ address: c.a, action: c.x }));
+
+/**
+ * The plan's changes and the workspace's policies, nothing else (no role members, no
+ * principals): what the targeted picker reads. With no such plan, no changes.
+ */
+export async function loadPoliciesAndChanges(sql: SqlRunner, plan: Pick<PlanHead, "id" | "workspaceId" | "orgId">) {
+  const row = await readGateInputs(sql, plan);
+  return { policies: row.policies.map(toGatePolicy), changes: changesOf(row) };
+}
+
 /** The inputs that do not depend on who holds approve; `approveHolders` is filled in later. */
 export interface LoadedInputs {
   input: Omit<GateInput, "approveHolders">;
@@ -207,7 +218,7 @@ export async function loadGateInputs(sql: SqlRunner, head: PlanHead, read: GateI
   return {
     input: {
       baseline: head.requiredApprovals,
-      changes: r.changes.map((c) => ({ address: c.a, action: c.x })),
+      changes: changesOf(r),
       policies,
       approvals,
       roleMembers: members,

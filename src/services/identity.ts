@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ConflictError, NotFoundError } from "../errors.js";
-import { announceAuthzChange, findRole, rejectPersonalOrg, rolesPerBindingOrThrow, type RoleDeps } from "./roles.js";
+import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, rolesPerBindingOrThrow, type RoleDeps } from "./roles.js";
 import { parseInput } from "./stacks.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import type { Database } from "../infra/db.js";
@@ -104,8 +104,7 @@ export async function syncUserGroups({ db, authz, events }: RoleDeps, raw: unkno
   await authz.require(SOURCE("sync"));
   const orgId = authz.viewer!.orgId;
   const source = await findSource(db, orgId, input.identitySourceId);
-  const membership = await db.prisma.membership.findUnique({ where: { orgId_userId: { orgId, userId: input.userId } } });
-  if (!membership) throw new NotFoundError("Member", input.userId);
+  await requireMemberUser(db, orgId, input.userId);
   const keys = [...new Set(input.groupKeys)].sort();
   await db.prisma.$transaction([
     db.prisma.userIdentityGroup.deleteMany({ where: { identitySourceId: source.id, userId: input.userId } }),

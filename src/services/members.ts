@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError } from "../errors.js";
-import { issueToken } from "./accounts.js";
-import { announceAuthzChange, findRole, rejectPersonalOrg, type RoleDeps } from "./roles.js";
+import { findOrCreateUser, issueToken } from "./accounts.js";
+import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, type RoleDeps } from "./roles.js";
 import { parseInput } from "./stacks.js";
 
 const MEMBER = (action: "read" | "create" | "update" | "delete") =>
@@ -26,9 +26,7 @@ export async function addMember(deps: RoleDeps, raw: unknown) {
     await findRole(db, orgId, input.roleId);
   }
   const membership = await db.prisma.$transaction(async (tx) => {
-    const user =
-      (await tx.user.findUnique({ where: { email: input.email } })) ??
-      (await tx.user.create({ data: { email: input.email, name: input.name, isServiceAccount: input.serviceAccount } }));
+    const user = await findOrCreateUser(tx, { email: input.email, name: input.name, isServiceAccount: input.serviceAccount });
     const existing = await tx.membership.findUnique({ where: { orgId_userId: { orgId, userId: user.id } } });
     if (existing) throw new ConflictError(`${input.email} is already a member.`);
     const created = await tx.membership.create({ data: { orgId, userId: user.id } });
@@ -39,12 +37,7 @@ export async function addMember(deps: RoleDeps, raw: unknown) {
   return membership;
 }
 
-async function findMembership(deps: RoleDeps, userId: string) {
-  const orgId = deps.authz.viewer!.orgId;
-  const membership = await deps.db.prisma.membership.findUnique({ where: { orgId_userId: { orgId, userId } } });
-  if (!membership) throw new NotFoundError("Member", userId);
-  return membership;
-}
+const findMembership = (deps: RoleDeps, userId: string) => requireMemberUser(deps.db, deps.authz.viewer!.orgId, userId);
 
 /** A deactivated member's grants stop at once (every check reads active membership). */
 export async function setMemberActive(deps: RoleDeps, userId: string, active: boolean) {
@@ -101,9 +94,8 @@ export async function createApiToken(deps: RoleDeps, raw: unknown) {
   if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
     throw ValidationError.field("input.expiresAt", "in_past", "expiresAt must be in the future.");
   }
-  const { id, token } = await issueToken(deps.db.prisma, { userId, orgId: viewer.orgId, name: input.name, expiresAt: input.expiresAt });
-  const row = await deps.db.prisma.apiToken.findUniqueOrThrow({ where: { id } });
-  return { token, apiToken: row };
+  const { token, apiToken } = await issueToken(deps.db.prisma, { userId, orgId: viewer.orgId, name: input.name, expiresAt: input.expiresAt });
+  return { token, apiToken };
 }
 
 export async function revokeApiToken(deps: RoleDeps, id: string) {

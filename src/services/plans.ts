@@ -23,6 +23,7 @@ import {
   isNamedApproverOnPlan,
   loadGateInputs,
   loadPlanHead,
+  loadPoliciesAndChanges,
   lockGateAuthzRows,
   lockWorkspaces,
   nextGateVersion,
@@ -39,6 +40,7 @@ import {
   assertNotArchived,
   findReadableWorkspace,
   findWorkspaceFor,
+  lockLiveWorkspace,
   publishGateChange,
   type GateDeps,
 } from "./workspaces.js";
@@ -131,9 +133,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
   const viewer = authz.viewer!;
   const planId = randomUUID();
   const plan = await db.prisma.$transaction(async (tx) => {
-    await lockWorkspaces(txSql(tx), [workspace.id]);
-    const current = await tx.workspace.findUniqueOrThrow({ where: { id: workspace.id }, select: { archivedAt: true, name: true } });
-    assertNotArchived(current);
+    await lockLiveWorkspace(tx, workspace.id);
     const created = await tx.plan.create({
       data: {
         id: planId,
@@ -320,21 +320,8 @@ export async function targetedPlanPicker(deps: Pick<GateDeps, "db" | "authz">, r
       ORDER BY "createdAt" DESC, id DESC LIMIT 1`,
     [workspace.id],
   );
-  const head: PlanHead = {
-    id: current?.id ?? "",
-    orgId: workspace.orgId,
-    workspaceId: workspace.id,
-    status: "planned",
-    targeted: false,
-    targets: [],
-    applyEvaluation: null,
-    workspaceName: workspace.name,
-    requiredApprovals: workspace.requiredApprovals,
-    archived: workspace.archivedAt !== null,
-    authzGroups: workspace.stack.authzGroups,
-  };
   // With no current plan, the plan id matches no change: the policies still load.
-  const { input: gate } = await loadGateInputs(deps.db.sql, head);
+  const gate = await loadPoliciesAndChanges(deps.db.sql, { id: current?.id ?? "", orgId: workspace.orgId, workspaceId: workspace.id });
   const result = pickTargets({
     baseline: workspace.requiredApprovals,
     policies: gate.policies,

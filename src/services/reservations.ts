@@ -17,12 +17,13 @@ import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError 
 import type { Database } from "../infra/db.js";
 import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
-import { findRole } from "./roles.js";
+import { findRole, usableRoleWhere } from "./roles.js";
 import { parseInput } from "./stacks.js";
 import {
   assertNotArchived,
   findReadableWorkspace,
   findWorkspaceFor,
+  lockLiveWorkspace,
   publishGateChange,
   targetOf,
   type GateDeps,
@@ -34,8 +35,6 @@ export const ReserveWorkspaceInput = z.object({
   roleId: z.string().min(1).optional(),
 });
 
-/** Roles a workspace reservation may name: the org's live custom roles and the built-in ones. */
-const usableRoles = (orgId: string) => ({ deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] });
 
 export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(ReserveWorkspaceInput, raw);
@@ -63,9 +62,7 @@ export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unk
   try {
     reservation = await db.prisma.$transaction(async (tx) => {
       // Placing a reservation can close a gate: serialize with applyPlan on the workspace row.
-      await lockWorkspaces(txSql(tx), [workspace.id]);
-      const current = await tx.workspace.findUniqueOrThrow({ where: { id: workspace.id }, select: { name: true, archivedAt: true } });
-      assertNotArchived(current);
+      await lockLiveWorkspace(tx, workspace.id);
       return tx.reservation.create({
         data: { orgId: workspace.orgId, workspaceId: workspace.id, placedById: viewer.userId, ...holder },
       });
@@ -114,7 +111,7 @@ export async function reservationOptions(
       select: { workspaceId: true, holderUserId: true, holderRoleId: true },
     }),
     db.prisma.role.findMany({
-      where: { ...usableRoles(viewer.orgId), ...(principal.isSuperAdmin ? {} : { id: { in: principal.roleIds } }) },
+      where: { ...usableRoleWhere(viewer.orgId), ...(principal.isSuperAdmin ? {} : { id: { in: principal.roleIds } }) },
       orderBy: [{ name: "asc" }, { id: "asc" }],
     }),
   ]);

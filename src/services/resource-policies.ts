@@ -16,6 +16,7 @@ import type { Database } from "../infra/db.js";
 import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { parseInput, ResourceName } from "./stacks.js";
+import { usableRoleWhere } from "./roles.js";
 import { publishGateChange, type GateDeps } from "./workspaces.js";
 
 export const MAX_POLICY_PATTERNS = 200;
@@ -114,10 +115,10 @@ async function validateReferences(
   fieldsPresent: { workspaceIds: boolean; assignments: boolean; requirements: boolean },
 ): Promise<void> {
   const issues: FieldIssue[] = [];
-  const workspaceIds = [...new Set(input.workspaceIds)];
-  const workspaces = await db.prisma.workspace.findMany({ where: { orgId, id: { in: workspaceIds } }, select: { id: true } });
-  const known = new Set(workspaces.map((w) => w.id));
   if (fieldsPresent.workspaceIds) {
+    const workspaceIds = [...new Set(input.workspaceIds)];
+    const workspaces = await db.prisma.workspace.findMany({ where: { orgId, id: { in: workspaceIds } }, select: { id: true } });
+    const known = new Set(workspaces.map((w) => w.id));
     input.workspaceIds.forEach((id, i) => {
       if (!known.has(id)) issues.push({ field: `input.workspaceIds.${i}`, code: "not_found", message: `No workspace ${id} in this organization.` });
     });
@@ -140,7 +141,7 @@ async function validateReferences(
     const [members, roles] = await Promise.all([
       db.prisma.membership.findMany({ where: { orgId, userId: { in: userIds }, deactivatedAt: null }, select: { userId: true } }),
       db.prisma.role.findMany({
-        where: { id: { in: roleIds }, deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] },
+        where: { id: { in: roleIds }, ...usableRoleWhere(orgId) },
         select: { id: true },
       }),
     ]);

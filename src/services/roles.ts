@@ -8,7 +8,9 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
+import type { Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
+import { publishGateChange } from "./workspaces.js";
 
 const ROLE = (action: "read" | "create" | "update" | "delete" | "assign") =>
   ({ resourceType: "role", action, matchValue: null, groups: null }) as const;
@@ -39,9 +41,12 @@ function permissionsOrThrow(list: PermissionInput[]) {
   );
 }
 
+/** The roles an org can use, as a Prisma filter: the system roles and its own live custom roles. */
+export const usableRoleWhere = (orgId: string) => ({ deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] });
+
 /** Any role the viewer's org can use: the system roles and its own live custom roles. */
 export async function findRole(db: Database, orgId: string, id: string) {
-  const role = await db.prisma.role.findFirst({ where: { id, deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] } });
+  const role = await db.prisma.role.findFirst({ where: { id, ...usableRoleWhere(orgId) } });
   if (!role) throw new NotFoundError("Role", id);
   return role;
 }
@@ -106,11 +111,7 @@ export async function updateRole(
   return updated;
 }
 
-export type ReleaseReservationsOfRole = (
-  tx: Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0],
-  roleId: string,
-  releasedById: string,
-) => Promise<unknown>;
+export type ReleaseReservationsOfRole = (tx: Tx, roleId: string, releasedById: string) => Promise<{ workspaceIds: string[] }>;
 
 /**
  * Deleting a custom role cascades through every direct assignment and binding attachment
@@ -127,8 +128,7 @@ export async function deleteRole(
   const role = await findRole(db, orgId, id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
   const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
-    const held = await tx.reservation.findMany({ where: { holderRoleId: role.id, releasedAt: null }, select: { workspaceId: true } });
-    await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    const { workspaceIds } = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
     await tx.roleAssignment.deleteMany({ where: { roleId: role.id } });
     const attachments = await tx.identityGroupBindingRole.findMany({ where: { roleId: role.id } });
     await tx.identityGroupBindingRole.deleteMany({ where: { roleId: role.id } });
@@ -143,14 +143,15 @@ export async function deleteRole(
       // The key is freed for a new role; the row stays so released reservations name it.
       data: { deletedAt: new Date(), key: `${role.key}~deleted~${role.id.slice(0, 8)}` },
     });
-    return { deleted, workspaceIds: [...new Set(held.map((r) => r.workspaceId))] };
+    return { deleted, workspaceIds };
   });
   announceAuthzChange(events, orgId, "role_deleted");
-  if (workspaceIds.length) events.publish("gate:changed", { orgId, workspaceIds, reason: "role_deleted" });
+  publishGateChange(events, orgId, workspaceIds, "role_deleted");
   return deleted;
 }
 
-async function requireMemberUser(db: Database, orgId: string, userId: string) {
+/** The user's membership of the org (active or not), or NotFoundError("Member"). */
+export async function requireMemberUser(db: Database, orgId: string, userId: string) {
   const membership = await db.prisma.membership.findUnique({ where: { orgId_userId: { orgId, userId } } });
   if (!membership) throw new NotFoundError("Member", userId);
   return membership;

@@ -12,7 +12,7 @@ import { namePageQuery } from "../authz/list-filter.js";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget } from "./gate.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { findReadableStack, parseInput, ResourceName } from "./stacks.js";
 
@@ -81,9 +81,22 @@ export async function findWorkspaceFor(
 }
 
 export function assertNotArchived(workspace: { name: string; archivedAt: Date | null }): void {
-  if (workspace.archivedAt) {
-    throw new InvalidStateError("Workspace", "archived", `Workspace ${workspace.name} is archived: unarchive it first.`);
-  }
+  if (workspace.archivedAt) throw archivedError(workspace.name);
+}
+
+const archivedError = (name: string) => new InvalidStateError("Workspace", "archived", `Workspace ${name} is archived: unarchive it first.`);
+
+/**
+ * lockWorkspaces for one workspace that must still be live: the row lock and the archived
+ * check (as of the lock) in one statement, inside the caller's transaction.
+ */
+export async function lockLiveWorkspace(tx: Tx, id: string): Promise<void> {
+  const [row] = await txSql(tx).query<{ name: string; archived: boolean }>(
+    `SELECT name, ("archivedAt" IS NOT NULL) AS archived FROM workspaces WHERE id = $1 FOR UPDATE`,
+    [id],
+  );
+  if (!row) throw new NotFoundError("Workspace", id);
+  if (row.archived) throw archivedError(row.name);
 }
 
 export const CreateWorkspaceInput = z.object({

@@ -5,7 +5,7 @@ import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { InvalidStateError } from "../../errors.js";
-import { assignRole, createRole, deleteRole, unassignRole, updateRole } from "../../services/roles.js";
+import { assignRole, createRole, deleteRole, unassignRole, updateRole, usableRoleWhere } from "../../services/roles.js";
 import {
   createGroupBinding,
   createIdentitySource,
@@ -135,7 +135,7 @@ builder.queryFields((t) => ({
       await ctx.authz.require({ resourceType: "role", action: "read", ...NO_TARGET });
       return ctx.db.prisma.role.findMany({
         ...query,
-        where: { deletedAt: null, OR: [{ orgId: orgOf(ctx) }, { orgId: null, system: true }] },
+        where: usableRoleWhere(orgOf(ctx)),
         orderBy: [{ system: "desc" }, { key: "asc" }],
       });
     },
