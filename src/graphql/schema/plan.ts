@@ -5,7 +5,7 @@
 import { builder } from "../builder.js";
 import { GateNotPassedError } from "../../errors.js";
 import type { PickedPolicy, PickedResource, PickTargetsResult } from "../../domain/gate/index.js";
-import { snapshotOf, storedEvaluationOf, loadPlanHead, type GateSnapshot } from "../../services/gate.js";
+import { snapshotOf, storedEvaluationOf, type GateSnapshot, type PlanHead } from "../../services/gate.js";
 import {
   applyPlan,
   approvePlan,
@@ -81,10 +81,26 @@ export const PlanRef = builder.prismaObject("Plan", {
       nullable: true,
       description:
         "The evaluation that allowed the apply, stored with the plan: what was required, policies edited later notwithstanding.",
+      // The head comes from the plan row and its workspace, selected with the list's own query
+      // (no per-plan head read under Workspace.plans / openPlans).
+      select: { workspace: { select: { name: true, requiredApprovals: true, archivedAt: true, stack: { select: { authzGroups: true } } } } },
       resolve: async (p, _a, ctx): Promise<GateSnapshot | null> => {
-        if (!storedEvaluationOf(p.applyEvaluation)) return null;
-        const head = await loadPlanHead(ctx.db.sql, p.orgId, p.id);
-        return head ? snapshotOf(ctx.db.sql, head, storedEvaluationOf(p.applyEvaluation)!.version) : null;
+        const stored = storedEvaluationOf(p.applyEvaluation);
+        if (!stored) return null;
+        const head: PlanHead = {
+          id: p.id,
+          orgId: p.orgId,
+          workspaceId: p.workspaceId,
+          status: p.status,
+          targeted: p.targeted,
+          targets: p.targets,
+          applyEvaluation: p.applyEvaluation,
+          workspaceName: p.workspace.name,
+          requiredApprovals: p.workspace.requiredApprovals,
+          archived: p.workspace.archivedAt !== null,
+          authzGroups: p.workspace.stack.authzGroups,
+        };
+        return snapshotOf(ctx.db.sql, head, stored.version);
       },
     }),
   }),
