@@ -1,4 +1,3 @@
-import { mkdir } from "node:fs/promises";
 import { createApp } from "./app.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
@@ -9,7 +8,6 @@ import { prepareDatabase } from "./services/startup.js";
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
 
-if (config.database.kind === "pglite") await mkdir(config.database.dataDir, { recursive: true });
 const db = await openDatabase(config.database);
 const events = createEventBus({ redisUrl: config.redisUrl });
 const prepared = await prepareDatabase(db, config, logger);

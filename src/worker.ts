@@ -1,4 +1,3 @@
-import { mkdir } from "node:fs/promises";
 import { createApprovalsRuntime } from "./approvals/runtime.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
@@ -15,7 +14,6 @@ import { migrate } from "./infra/migrate.js";
 const config = loadConfig();
 const logger = createLogger(config.logLevel).child({ process: "worker" });
 
-if (config.database.kind === "pglite") await mkdir(config.database.dataDir, { recursive: true });
 const db = await openDatabase(config.database);
 await migrate(db.sql);
 const events = createEventBus({ redisUrl: config.redisUrl });

@@ -1,6 +1,5 @@
 // `npm run cli -- admin …`: creates organizations, users and tokens directly in the
 // configured database (DATABASE_URL, or the embedded one), for first runs and operators.
-import { mkdir } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../infra/config.js";
 import { openDatabase, type Database } from "../infra/db.js";
@@ -20,7 +19,6 @@ export const ADMIN_USAGE = `countersign admin <command> [options]   (talks to th
 
 async function open(): Promise<Database> {
   const config = loadConfig();
-  if (config.database.kind === "pglite") await mkdir(config.database.dataDir, { recursive: true });
   const db = await openDatabase(config.database);
   await migrate(db.sql);
   await reconcileSystemRoles(db.prisma);

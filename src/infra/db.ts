@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { mkdir } from "node:fs/promises";
 import pg from "pg";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -108,6 +109,8 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
 }
 
 export async function openPglite(dataDir: string): Promise<Database> {
+  // The embedded default's directory may not exist yet on a fresh clone.
+  await mkdir(dataDir, { recursive: true });
   const pglite = await PGlite.create(dataDir);
   // pglite-prisma-adapter is typed against an older driver-adapter-utils; the runtime
   // contract is the same (test/embedded.test.ts runs the product on it end to end).

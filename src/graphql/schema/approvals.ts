@@ -7,7 +7,7 @@ import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { currentQuorums } from "../../approvals/quorum.js";
-import { findReadableRequest, inboxRequests, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
+import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
 import { workspaceInViewerOrg, workspaceTarget } from "../../approvals/workspaces.js";
 import { mergeEvents } from "./approvals-events.js";
 // The other held-tool-call modules register themselves through this one import.
@@ -300,7 +300,7 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     description: "A held tool call; needs (approval_request, read) on its workspace. Null when not visible.",
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => findReadableRequest(ctx, String(args.id)).catch(() => null),
+    resolve: (_root, args, ctx) => readableRequestOrNull(ctx, String(args.id)),
   }),
   approvalInbox: t.field({
     type: ApprovalRequestConnection,
