@@ -196,13 +196,17 @@ export function matchRequest(
  * are sorted, and an allow rule's default count is written out.
  */
 export function policySetHash(policies: readonly ApprovalPolicy[]): string {
-  const entries = activePolicies(policies).map((policy) => ({
-    id: policy.id,
-    revision: policy.revision,
-    rules: policy.rules.map(normalizeRule).sort((a, b) => compare(a.id, b.id) || compare(canonical(a), canonical(b))),
-  }));
-  entries.sort((a, b) => compare(canonical(a), canonical(b)));
-  return sha256Hex(canonical(entries));
+  // Each entry is serialized once and the strings sorted: the canonical JSON of the sorted
+  // array is exactly "[" + those strings joined by "," + "]".
+  const entries = activePolicies(policies).map((policy) =>
+    canonicalJson({
+      id: policy.id,
+      revision: policy.revision,
+      rules: policy.rules.map(normalizeRule).sort((a, b) => compare(a.id, b.id) || compare(canonicalJson(a), canonicalJson(b))),
+    }),
+  );
+  entries.sort(compare);
+  return sha256Hex(`[${entries.join(",")}]`);
 }
 
 // ─── reviewers and votes ──────────────────────────────────────────────────────────────────────
@@ -323,6 +327,3 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function canonical(value: unknown): string {
-  return canonicalJson(value);
-}
