@@ -17,7 +17,6 @@ import {
   VoteOnApprovalRequestDocument,
   WatchPlanGateDocument,
   WatchWorkspaceGatesDocument,
-  WorkspaceDocument,
   WorkspacesDocument,
   type ApprovalInboxQuery,
   type ApprovalRequestFieldsFragment,
@@ -249,8 +248,8 @@ const workspaces: Command = async ({ api, args, options, io }) => {
 const workspace: Command = async ({ api, args, options, io }) => {
   const name = arg(args, 0, "<workspace> (a name or id)");
   noMoreArgs(args, 1);
-  const found = await findWorkspace(api, name);
-  const w = (await api.request(WorkspaceDocument, { id: found.id })).workspace ?? found;
+  // findWorkspace's page already carries the whole WorkspaceFields of the match.
+  const w = await findWorkspace(api, name);
   if (options.json) json(io, w);
   else io.out(workspaceText(w));
   return EXIT.ok;

@@ -77,7 +77,10 @@ export function exampleTabs(dir = OPERATIONS_DIR): Tab[] {
     return i < 0 ? TAB_ORDER.length : i;
   };
   const files = readdirSync(dir).filter((f) => f.endsWith(".graphql")).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-  const documents = files.map((f) => ({ file: f, text: readFileSync(dir + f, "utf8"), document: parse(readFileSync(dir + f, "utf8")) }));
+  const documents = files.map((f) => {
+    const text = readFileSync(dir + f, "utf8");
+    return { file: f, text, document: parse(text) };
+  });
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const { document } of documents) {
     for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);

@@ -83,8 +83,12 @@ export function createDashboardHttp(): HttpHandler {
     if (!entry) {
       entry = make();
       cache.set(key, entry);
-      // A failed build is retried on the next request rather than cached.
-      entry.catch(() => cache.delete(key));
+      // A failed build is retried on the next request rather than cached, and a path that names
+      // no asset is not kept (the explorer's prefix takes any name: the map must not grow with them).
+      entry.then(
+        (found) => found === null && cache.delete(key),
+        () => cache.delete(key),
+      );
     }
     return entry;
   };
