@@ -8,7 +8,7 @@ import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { toDomainPolicy } from "./policies.js";
-import type { Tx } from "./workspaces.js";
+import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
@@ -328,7 +328,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
           }
         }
       },
-      { maxWait: 10_000, timeout: 30_000 },
+      LOCKING_TX_OPTIONS,
     );
     return result;
   }

@@ -5,7 +5,8 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../gateway
 import type { Database } from "../infra/db.js";
 import { uniqueViolation } from "../services/prisma-errors.js";
 import { parseInput } from "../services/stacks.js";
-import { LOCKED_TX, lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
+import { LOCKING_TX_OPTIONS } from "../services/gate.js";
+import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
 
 /**
  * The agent gateway's identities for a workspace (seed 003): virtual keys (stored as a hash,
@@ -152,6 +153,6 @@ export async function setWorkspaceFrozen({ db, authz }: Deps, raw: unknown, froz
   const updated = await db.prisma.$transaction(async (tx) => {
     await lockWorkspace(tx, workspace.id);
     return tx.workspace.update({ where: { id: workspace.id }, data: { frozen }, select: { id: true, name: true, frozen: true } });
-  }, LOCKED_TX);
+  }, LOCKING_TX_OPTIONS);
   return updated;
 }

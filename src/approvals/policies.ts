@@ -12,7 +12,8 @@ import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { uniqueViolation } from "../services/prisma-errors.js";
-import { LOCKED_TX, lockWorkspace, workspaceInViewerOrg, workspaceTarget, type Tx } from "./workspaces.js";
+import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
+import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
 import type { Prisma } from "../generated/prisma/client.js";
 
 /**
@@ -164,7 +165,7 @@ export async function createApprovalPolicy({ db, authz, events }: Deps, raw: unk
       });
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
       return { policy, invalidated };
-    }, LOCKED_TX);
+    }, LOCKING_TX_OPTIONS);
     publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
     return { policy, invalidatedRequestIds: invalidated };
   } catch (error) {
@@ -207,7 +208,7 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
       });
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
       return { policy, invalidated };
-    }, LOCKED_TX);
+    }, LOCKING_TX_OPTIONS);
     publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
     return { policy, invalidatedRequestIds: invalidated };
   } catch (error) {
@@ -231,7 +232,7 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
     await tx.approvalPolicy.delete({ where: { id: locked.id } });
     const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
     return { policy: locked, invalidated };
-  }, LOCKED_TX);
+  }, LOCKING_TX_OPTIONS);
   publishInvalidated(events, workspace.orgId, workspace.id, invalidated);
   return { policy, invalidatedRequestIds: invalidated };
 }

@@ -1,21 +1,5 @@
 import type { Database, SqlRunner } from "../infra/db.js";
-import type { Tx } from "./workspaces.js";
-
-/**
- * Raw SQL inside a Prisma interactive transaction, as a SqlRunner. Anything a transaction
- * reads must go through it: on PGlite the transaction holds the one connection, so a query on
- * db.sql from inside it would wait for the transaction forever.
- */
-export function prismaTxRunner(ptx: Tx): SqlRunner {
-  const runner: SqlRunner = {
-    query: async <R>(text: string, params: unknown[] = []) => (await ptx.$queryRawUnsafe(text, ...params)) as R[],
-    exec: async (script) => {
-      await ptx.$executeRawUnsafe(script);
-    },
-    withConnection: (inner) => inner(runner),
-  };
-  return runner;
-}
+import { LOCKING_TX_OPTIONS, txSql } from "../services/gate.js";
 
 /**
  * A transaction as a SqlRunner, for the delivery worker's hot path. On PostgreSQL it is one
@@ -25,7 +9,8 @@ export function prismaTxRunner(ptx: Tx): SqlRunner {
  */
 export async function inTransaction<T>(db: Database, fn: (tx: SqlRunner) => Promise<T>): Promise<T> {
   if (db.kind === "pglite") {
-    return db.prisma.$transaction(async (ptx) => fn(prismaTxRunner(ptx)), { maxWait: 10_000, timeout: 30_000 });
+    // txSql: on PGlite the transaction holds the one connection, so its reads must go through it.
+    return db.prisma.$transaction(async (ptx) => fn(txSql(ptx)), LOCKING_TX_OPTIONS);
   }
   return db.sql.withConnection(async (conn) => {
     await conn.query("BEGIN");

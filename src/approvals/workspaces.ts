@@ -1,10 +1,8 @@
 import type { Authz } from "../authz/authz.js";
 import type { Target } from "../domain/catalog/index.js";
 import { NotFoundError } from "../errors.js";
-import type { Database, PrismaClient } from "../infra/db.js";
-
-/** A Prisma client or an interactive transaction: services take either. */
-export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+import type { Database } from "../infra/db.js";
+import type { Tx } from "../services/gate.js";
 
 export type ScopedWorkspace = {
   id: string;
@@ -37,9 +35,6 @@ export async function workspaceInViewerOrg(db: Database, authz: Authz, workspace
   if (!workspace) throw new NotFoundError("Workspace", workspaceId);
   return workspace;
 }
-
-/** Transactions that wait on the workspace lock get room to wait (Prisma's default is 5 s). */
-export const LOCKED_TX = { maxWait: 10_000, timeout: 30_000 } as const;
 
 /**
  * The workspace lock: every vote, policy change, freeze and delivery preflight of a workspace
