@@ -413,6 +413,16 @@ export function storedEvaluationOf(value: unknown): StoredEvaluation | null {
   return v && typeof v === "object" && v.evaluation && typeof v.version === "number" ? (v as StoredEvaluation) : null;
 }
 
+/** The part of a snapshot that is the plan head's, live or stored alike. */
+const snapshotHead = (head: PlanHead) => ({
+  planId: head.id,
+  orgId: head.orgId,
+  workspaceId: head.workspaceId,
+  workspaceName: head.workspaceName,
+  authzGroups: head.authzGroups,
+  planStatus: head.status,
+});
+
 /** Evaluates the plan's gate from the inputs as they stand (no stored evaluation consulted). */
 export async function evaluateLive(
   sql: SqlRunner,
@@ -435,12 +445,7 @@ export async function evaluateLive(
     roleNames: new Map([...people.roles.values()].map((r) => [r.id, r.name])),
   });
   return {
-    planId: head.id,
-    orgId: head.orgId,
-    workspaceId: head.workspaceId,
-    workspaceName: head.workspaceName,
-    authzGroups: head.authzGroups,
-    planStatus: head.status,
+    ...snapshotHead(head),
     version,
     source: "live",
     evaluatedAt: new Date().toISOString(),
@@ -465,12 +470,7 @@ export async function snapshotOf(
   if (!stored) return evaluateLive(sql, head, version, principals, read);
   const ids = idsInEvaluation(stored.evaluation);
   return {
-    planId: head.id,
-    orgId: head.orgId,
-    workspaceId: head.workspaceId,
-    workspaceName: head.workspaceName,
-    authzGroups: head.authzGroups,
-    planStatus: head.status,
+    ...snapshotHead(head),
     version,
     source: "stored",
     evaluatedAt: stored.evaluatedAt,
