@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
-import { useServer } from "graphql-ws/use/ws";
+import type { ServerOptions } from "graphql-ws";
+import { useServer, type Extra } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
@@ -131,41 +132,41 @@ export function createApp(deps: AppDeps) {
   });
 
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
-  const wsCleanup = useServer(
-    {
-      // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
-      execute: (args: any) => args.rootValue.execute(args),
-      subscribe: (args: any) => args.rootValue.subscribe(args),
-      onSubscribe: async (ctx, _id, params) => {
-        const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          ...ctx,
-          req: ctx.extra.request,
-          socket: ctx.extra.socket,
-          params,
-          connectionParams: ctx.connectionParams,
-          request: new Request("http://localhost/graphql", {
-            headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
-          }),
-        });
-        const args = {
-          schema: s,
-          operationName: params.operationName,
-          document: parse(params.query),
-          variableValues: params.variables,
-          contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
-        };
-        const errors = validate(args.schema, args.document);
-        if (errors.length) return errors;
-        return args;
-      },
+  const wsOptions: ServerOptions<Record<string, unknown>, Extra> = {
+    // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
+    execute: (args: any) => args.rootValue.execute(args),
+    subscribe: (args: any) => args.rootValue.subscribe(args),
+    onSubscribe: async (ctx, _id, params) => {
+      const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        ...ctx,
+        req: ctx.extra.request,
+        socket: ctx.extra.socket,
+        params,
+        connectionParams: ctx.connectionParams,
+        request: new Request("http://localhost/graphql", {
+          headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
+        }),
+      });
+      const args = {
+        schema: s,
+        operationName: params.operationName,
+        document: parse(params.query),
+        variableValues: params.variables,
+        contextValue: await contextFactory(),
+        rootValue: { execute, subscribe },
+      };
+      const errors = validate(args.schema, args.document);
+      if (errors.length) return errors;
+      return args;
     },
-    wsServer,
-  );
+  };
+  const wsCleanup = useServer(wsOptions, wsServer);
 
   return {
     yoga,
     httpServer,
+    /** The graphql-ws server's options, for driving subscriptions without sockets (bench/). */
+    wsOptions,
     services,
     async listen(port: number, host: string): Promise<number> {
       await new Promise<void>((resolve) => httpServer.listen(port, host, resolve));

@@ -29,6 +29,8 @@ import {
 } from "graphql";
 import type { Plugin } from "graphql-yoga";
 
+const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => typeof (value as Promise<T>)?.then === "function";
+
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
 const PURE: Record<string, ReadonlySet<string> | null> = {
   Subscription: new Set(["planGate", "workspaceGates"]),
@@ -125,8 +127,11 @@ async function sharedSubscribe(args: ExecutionArgs, key: string) {
     if (!byKey) results.set(event, (byKey = new Map()));
     let result = byKey.get(key);
     if (result === undefined) {
-      result = execute({ ...args, rootValue: event });
-      byKey.set(key, result);
+      const executed = execute({ ...args, rootValue: event });
+      byKey.set(key, executed);
+      // Once settled, later subscribers get the result itself rather than a promise of it.
+      if (isPromise(executed)) void executed.then((value) => byKey.set(key, value), () => {});
+      result = executed;
     }
     return result;
   };
@@ -139,8 +144,14 @@ async function sharedSubscribe(args: ExecutionArgs, key: string) {
     throw located(error);
   };
   const iterator: AsyncIterableIterator<ExecutionResult> = {
+    // No async function in between: a result already executed for this event (every subscriber
+    // after the first) is handed on in the same tick.
     next: () =>
-      source.next().then(async (r): Promise<IteratorResult<ExecutionResult>> => (r.done ? r : { value: await resultFor(r.value), done: false }), wrap),
+      source.next().then((r): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> => {
+        if (r.done) return r;
+        const result = resultFor(r.value);
+        return isPromise(result) ? result.then((value) => ({ value, done: false })) : { value: result, done: false };
+      }, wrap),
     return: async (): Promise<IteratorResult<ExecutionResult>> => {
       await source.return?.();
       return { value: undefined, done: true };

@@ -296,14 +296,20 @@ builder.queryField("gate", (t) =>
  */
 function deferredStream<T>(start: () => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> {
   let inner: Promise<AsyncIterator<T>> | null = null;
+  /** The started iterator, once `inner` has resolved: later next() calls go to it directly. */
+  let started: AsyncIterator<T> | null = null;
   let finished = false;
   const done = (): IteratorResult<T> => ({ value: undefined, done: true });
   const stream: AsyncIterableIterator<T> = {
     next: () => {
       if (finished) return Promise.resolve(done());
+      if (started) return started.next();
       inner ??= start();
       return inner.then(
-        (it) => it.next(),
+        (it) => {
+          started = it;
+          return it.next();
+        },
         (error) => {
           finished = true;
           throw error;
