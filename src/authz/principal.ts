@@ -2,6 +2,9 @@ import { permissionKey, type Permission } from "../domain/catalog/index.js";
 import { compileGrants, compilePrincipal, type CompiledPrincipal } from "../domain/catalog/check.js";
 import type { SqlRunner } from "../infra/db.js";
 
+/** A user's compiled principal in one org, with the roles they hold there. */
+export type LoadedPrincipal = CompiledPrincipal & { roleIds: string[] };
+
 const ADMIN_GRANT: Permission = { resourceType: "*", action: "*", resourcePattern: "", authzGroup: "" };
 
 /**
@@ -29,7 +32,7 @@ interface PrincipalRow {
 }
 
 /** Everything a permission check needs about one user in one org, in one round trip. */
-export async function loadPrincipal(sql: SqlRunner, orgId: string, userId: string): Promise<CompiledPrincipal & { roleIds: string[] }> {
+export async function loadPrincipal(sql: SqlRunner, orgId: string, userId: string): Promise<LoadedPrincipal> {
   const [row] = await sql.query<PrincipalRow>(
     `WITH held AS (${HELD_ROLE_IDS_SQL})
      SELECT o.id IS NOT NULL AS "orgExists",
@@ -108,15 +111,18 @@ export async function loadPrincipals(
   userIds: readonly string[],
   /** Also load whoever approved these plans (the live gate reads them with its viewers, in one trip). */
   approversOf: readonly string[] = [],
-): Promise<Map<string, CompiledPrincipal & { roleIds: string[] }>> {
+  /** Users not to load (principals the caller already holds, e.g. from a PrincipalCache). */
+  except: readonly string[] = [],
+): Promise<Map<string, LoadedPrincipal>> {
   const unique = [...new Set(userIds)];
-  const out = new Map<string, CompiledPrincipal & { roleIds: string[] }>();
+  const out = new Map<string, LoadedPrincipal>();
   if (unique.length === 0 && approversOf.length === 0) return out;
   const [row] = await sql.query<BatchRow>(
     `WITH ids AS (
-            SELECT unnest($2::text[]) AS "userId"
-            UNION
-            SELECT ap."userId" FROM approvals ap WHERE ap."planId" = ANY($3::text[])),
+            (SELECT unnest($2::text[]) AS "userId"
+             UNION
+             SELECT ap."userId" FROM approvals ap WHERE ap."planId" = ANY($3::text[]))
+            EXCEPT SELECT unnest($4::text[])),
           held AS (
             SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" IN (SELECT "userId" FROM ids)
             UNION
@@ -144,7 +150,7 @@ export async function loadPrincipals(
                LEFT JOIN held_by_user hu ON hu."userId" = w."userId") AS users,
             (SELECT json_object_agg("roleId", grants) FROM per_role) AS "roleGrants"
        FROM (SELECT 1) AS one LEFT JOIN organizations o ON o.id = $1`,
-    [orgId, unique, approversOf],
+    [orgId, unique, approversOf, except],
     { prepare: true },
   );
   const r = row!;
@@ -182,3 +188,41 @@ export async function loadPrincipals(
   }
   return out;
 }
+
+/**
+ * Principals kept from one read to the next while the authz epoch stays the same.
+ *
+ * The epoch (table authz_epoch, bumped by deferred triggers in the authz_epoch migration) grows
+ * at the commit of every transaction that changes what loadPrincipal reads, in commit order. A
+ * principal loaded AFTER epoch E was read reflects every change committed up to E (and maybe
+ * more); so whenever a later read still finds E, no such change has committed since, and the
+ * principal is current. Any change, in any organization, empties the cache at the next read.
+ * The caller reads the epoch, calls `at` with it, loads what is missing, then `keep`s it.
+ */
+export class PrincipalCache {
+  private epoch = Number.NaN;
+  private readonly byUser = new Map<string, LoadedPrincipal>();
+
+  constructor(private readonly maxUsers = 10_000) {}
+
+  /** The principals that are current at `epoch` (none if it is not the epoch they were kept under). */
+  at(epoch: number): ReadonlyMap<string, LoadedPrincipal> {
+    if (epoch !== this.epoch) {
+      this.byUser.clear();
+      this.epoch = epoch;
+    }
+    return this.byUser;
+  }
+
+  /** Keeps principals loaded after `epoch` was read; ignored if the cache has moved on since. */
+  keep(epoch: number, loaded: ReadonlyMap<string, LoadedPrincipal>): void {
+    if (epoch !== this.epoch) return;
+    for (const [userId, principal] of loaded) {
+      if (this.byUser.size >= this.maxUsers && !this.byUser.has(userId)) return;
+      this.byUser.set(userId, principal);
+    }
+  }
+}
+
+/** The authz epoch now (see PrincipalCache). */
+export const AUTHZ_EPOCH_SQL = `(SELECT "epoch" FROM "authz_epoch" WHERE "id" = 1)::float8`;

@@ -9,23 +9,26 @@
 // - ONE bus subscription per topic per process, however many subscribers; the hub routes.
 // - Per event round, ONE version (nextval before any read) and ONE evaluation per affected plan,
 //   shared by every subscriber of that plan on this process (memoized by plan id + version); each
-//   user's principal loads once per round, shared by the evaluation and the authorization of all
-//   of that user's subscriptions.
+//   user's principal loads at most once per round, shared by the evaluation and the authorization
+//   of all of that user's subscriptions, and is kept for later rounds while the authz epoch read
+//   with the version stays the same (PrincipalCache: no authz change has committed since).
 // - Events arriving while a round runs are coalesced into the next round (per organization).
 // - A subscriber's queue keeps only the newest message: a slow client skips intermediate
 //   statuses instead of growing memory, and never receives one older than what it already has.
 // Subscribers are authorized on subscribe (by the caller) and again on every delivery with a
-// freshly loaded principal: a member removed from the org, or who lost read, stops receiving.
+// principal that is current at that round's epoch: a member removed from the org, or who lost
+// read, stops receiving at the next event, whatever published it.
 
 import { randomUUID } from "node:crypto";
 import { checkPermission } from "../domain/catalog/index.js";
 import type { CompiledPrincipal } from "../domain/catalog/check.js";
-import { loadPrincipals } from "../authz/principal.js";
+import { loadPrincipals, PrincipalCache } from "../authz/principal.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus, Topics } from "../infra/events.js";
 import {
   loadPlanHead,
   nextGateVersion,
+  nextGateVersionAndEpoch,
   openPlanHeads,
   planHeads,
   principalSource,
@@ -180,7 +183,9 @@ export class GateHub {
   /** Initial-status computations not yet started, per plan: subscribers arriving together share one. */
   private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
   /** The last rounds (newest last): their version, plans evaluated and messages delivered. */
-  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number }[] = [];
+  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number; principalsLoaded: number }[] = [];
+  /** Per organization with subscribers: viewers' and approvers' principals, kept while the authz epoch holds. */
+  private readonly principals = new Map<string, PrincipalCache>();
 
   constructor(
     private readonly db: Database,
@@ -267,6 +272,7 @@ export class GateHub {
     if (!this.subscribers.delete(sub)) return;
     removeFrom(this.byWorkspace, sub.workspaceId, sub);
     removeFrom(this.byOrg, sub.viewer.orgId, sub);
+    if (!this.byOrg.has(sub.viewer.orgId)) this.principals.delete(sub.viewer.orgId);
     if (this.subscribers.size === 0) this.stop();
   }
 
@@ -362,8 +368,10 @@ export class GateHub {
     const subs = [...(this.byOrg.get(orgId) ?? [])].filter((s) => dirty.all || dirty.workspaceIds.has(s.workspaceId));
     if (subs.length === 0) return;
     const sql = this.db.sql;
-    const version = await nextGateVersion(sql);
-    const tally = { orgId, version, evaluations: 0, deliveries: 0 };
+    const { version, authzEpoch } = await nextGateVersionAndEpoch(sql);
+    const cache = this.principalCache(orgId);
+    const cached = cache.at(authzEpoch);
+    const tally = { orgId, version, evaluations: 0, deliveries: 0, principalsLoaded: 0 };
 
     const planSubs = new Map<string, PlanSubscriber[]>();
     const workspaceSubs = new Map<string, WorkspaceSubscriber[]>();
@@ -381,13 +389,22 @@ export class GateHub {
     }
 
     // Every subscriber's principal and every watched plan's approvers', in one read beside the
-    // inputs (the evaluation needs the approvers' right after them). Anyone else an evaluation
-    // asks for (approvers of a plan only a workspaceGates subscriber watches) loads on demand.
+    // inputs (the evaluation needs the approvers' right after them), except those still current
+    // in the cache (same authz epoch as when they were loaded). Anyone else an evaluation asks
+    // for (approvers of a plan only a workspaceGates subscriber watches) loads on demand.
     // A failed load fails the round (as any failed read does); it never reads as "not allowed".
-    const batch = loadPrincipals(sql, orgId, [...new Set(subs.map((s) => s.viewer.userId))], [...planSubs.keys()]);
+    const viewerIds = [...new Set(subs.map((s) => s.viewer.userId))].filter((id) => !cached.has(id));
+    const batch = loadPrincipals(sql, orgId, viewerIds, [...planSubs.keys()], [...cached.keys()]).then((loaded) => {
+      cache.keep(authzEpoch, loaded);
+      tally.principalsLoaded = loaded.size;
+      return loaded;
+    });
     batch.catch(() => {}); // awaited below
     const onDemand = principalSource(sql, orgId);
-    const principals: PrincipalSource = (userId) => batch.then((loaded) => loaded.get(userId) ?? onDemand(userId));
+    const principals: PrincipalSource = (userId) => {
+      const hit = cached.get(userId);
+      return hit ? Promise.resolve(hit) : batch.then((loaded) => loaded.get(userId) ?? onDemand(userId));
+    };
     const [watchedHeads, openHeads, workspaceHeads] = await Promise.all([
       planHeads(sql, orgId, [...planSubs.keys()]),
       openPlanHeads(sql, orgId, [...workspaceSubs.keys()]),
@@ -415,7 +432,7 @@ export class GateHub {
     const authorized = <S extends Subscriber>(
       group: readonly S[],
       workspace: { name: string; authzGroups: readonly string[] },
-      loaded: Map<string, CompiledPrincipal>,
+      loaded: ReadonlyMap<string, CompiledPrincipal>,
     ): S[] => {
       const target = workspaceTarget(workspace, "read");
       const allowedByUser = new Map<string, boolean>();
@@ -424,7 +441,7 @@ export class GateHub {
         sub.refresh();
         let allowed = allowedByUser.get(sub.viewer.userId);
         if (allowed === undefined) {
-          allowed = checkPermission(loaded.get(sub.viewer.userId)!, target).allowed;
+          allowed = checkPermission((cached.get(sub.viewer.userId) ?? loaded.get(sub.viewer.userId))!, target).allowed;
           allowedByUser.set(sub.viewer.userId, allowed);
         }
         if (allowed) out.push(sub);
@@ -467,6 +484,12 @@ export class GateHub {
     ]);
     this.recentRounds.push(tally);
     if (this.recentRounds.length > 50) this.recentRounds.shift();
+  }
+
+  private principalCache(orgId: string): PrincipalCache {
+    let cache = this.principals.get(orgId);
+    if (!cache) this.principals.set(orgId, (cache = new PrincipalCache()));
+    return cache;
   }
 
   private evaluate(head: PlanHead, version: number, principals: PrincipalSource, read?: GateInputRead): Promise<GateSnapshot> {

@@ -15,7 +15,7 @@
 // applyPlan's locked transaction (txSql below).
 
 import DataLoader from "dataloader";
-import { loadPrincipals, roleMembers } from "../authz/principal.js";
+import { AUTHZ_EPOCH_SQL, loadPrincipals, roleMembers } from "../authz/principal.js";
 import { checkPermission, type CompiledPrincipal, type Target } from "../domain/catalog/index.js";
 import {
   CHANGE_ACTIONS,
@@ -121,6 +121,19 @@ export async function planHeads(sql: SqlRunner, orgId: string, planIds: readonly
 export async function nextGateVersion(sql: SqlRunner): Promise<number> {
   const [row] = await sql.query<{ v: number }>(`SELECT nextval('gate_version_seq')::float8 AS v`, [], { prepare: true });
   return Number(row!.v);
+}
+
+/**
+ * nextGateVersion, with the authz epoch read by the same statement: the live hub keeps
+ * principals across rounds under it (PrincipalCache in src/authz/principal.ts).
+ */
+export async function nextGateVersionAndEpoch(sql: SqlRunner): Promise<{ version: number; authzEpoch: number }> {
+  const [row] = await sql.query<{ v: number; e: number }>(
+    `SELECT nextval('gate_version_seq')::float8 AS v, ${AUTHZ_EPOCH_SQL} AS e`,
+    [],
+    { prepare: true },
+  );
+  return { version: Number(row!.v), authzEpoch: Number(row!.e) };
 }
 
 // ---------------------------------------------------------------------------------------------

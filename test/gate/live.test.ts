@@ -123,6 +123,34 @@ describe("planGate", () => {
     expect(s.messages.every((m) => !m.passed)).toBe(true);
   });
 
+  it("principals are kept from event to event while no authz change commits; one committed with no event at all still ends a subscriber at the next delivery", async () => {
+    const { plan } = await freshPlan(5);
+    const hub = gateHub(t.db, t.events);
+    const [amy, ben, first, second, third] = await Promise.all(
+      ["amy", "ben", "first", "second", "third"].map((name, i) => person(t, org.orgId, name, i < 2 ? [READ] : undefined)),
+    );
+    const amys = watch(amy!.token, plan.id);
+    const bens = watch(ben!.token, plan.id);
+    await Promise.all([amys.next(), bens.next()]);
+    const roundOf = async (approver: Person, counted: number) => {
+      await o.approve(approver.token, plan.id);
+      const message = await amys.next((m) => m.evaluation.approvalsCounted === counted);
+      return hub.recentRounds.find((r) => r.version === message.version)!;
+    };
+
+    // Both viewers and the approver load; next time only the new approver does.
+    expect((await roundOf(first!, 1)).principalsLoaded).toBe(3);
+    expect((await bens.next((m) => m.evaluation.approvalsCounted === 1)).planId).toBe(plan.id);
+    expect((await roundOf(second!, 2)).principalsLoaded).toBe(1);
+
+    // Ben loses his role behind the API's back: no event says so, the epoch does.
+    await t.db.sql.query(`DELETE FROM role_assignments WHERE "orgId" = $1 AND "userId" = $2`, [org.orgId, ben!.userId]);
+    expect((await roundOf(third!, 3)).principalsLoaded).toBe(5);
+    await bens.completed;
+    expect(bens.messages.map((m) => m.evaluation.approvalsCounted)).not.toContain(3);
+    amys.dispose();
+  });
+
   it("1,000 subscribers is one evaluation per event on this process, shared by all of them", async () => {
     const { plan } = await freshPlan(1);
     const hub = gateHub(t.db, t.events);
