@@ -136,7 +136,7 @@ export function createApp(deps: AppDeps) {
     // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
     execute: (args: any) => args.rootValue.execute(args),
     subscribe: (args: any) => args.rootValue.subscribe(args),
-    onSubscribe: async (ctx, _id, params) => {
+    onSubscribe: async (ctx, id, params) => {
       const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
         ...ctx,
         req: ctx.extra.request,
@@ -154,6 +154,16 @@ export function createApp(deps: AppDeps) {
         variableValues: params.variables,
         contextValue: await contextFactory(),
         rootValue: { execute, subscribe },
+      };
+      // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
+      const socket = ctx.extra.socket;
+      args.contextValue.subscriptionSink = {
+        id,
+        send: (data) => {
+          if (socket.readyState !== socket.OPEN) return false;
+          socket.send(data);
+          return true;
+        },
       };
       const errors = validate(args.schema, args.document);
       if (errors.length) return errors;

@@ -14,6 +14,18 @@ export interface Context {
   viewer: Viewer | null;
   authz: Authz;
   services: Services;
+  /**
+   * Set on a graphql-ws subscription's context (app.ts): its id and a write to its socket, so a
+   * shared event result can be sent without the per-subscriber pipeline (shared-events.ts).
+   */
+  subscriptionSink?: SubscriptionSink;
+}
+
+export interface SubscriptionSink {
+  /** The graphql-ws subscription id. */
+  id: string;
+  /** Writes one protocol message to the socket; false if the socket is no longer open. */
+  send(data: string): boolean;
 }
 
 /** The viewer, for fields that the `authenticated` scope already guards. */

@@ -11,6 +11,16 @@
 // An operation is shared only if every field it selects is on the allowlist below; anything else
 // (the `plan` field, which queries through Prisma, or a type whose fields may read the context)
 // executes per subscriber exactly as before.
+//
+// Direct delivery: on graphql-ws, such a shared result is also serialized once per event and
+// written straight to each subscriber's socket as the protocol's `next` message, instead of going
+// through each subscription's own chain of async iterators (envelop's onNext hooks, graphql-ws's
+// per-message send) — that chain cost more per subscriber than the socket write itself
+// (docs/benchmarks.md, "gate"). Only a result with no errors goes direct: envelop's onNext hooks
+// (error masking, the error handler) have nothing to do on one, and anything else takes the
+// ordinary path. The hub writes direct only when the subscription's queue is empty and its
+// consumer is waiting, so messages keep their order (LatestQueue.deliverDirect). A plugin that
+// rewrites successful results in onNext would be skipped for these operations: add it here.
 
 import {
   createSourceEventStream,
@@ -28,6 +38,7 @@ import {
   type SelectionSetNode,
 } from "graphql";
 import type { Plugin } from "graphql-yoga";
+import type { Context } from "./context.js";
 
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => typeof (value as Promise<T>)?.then === "function";
 
@@ -60,10 +71,22 @@ const PURE: Record<string, ReadonlySet<string> | null> = {
   Role: new Set(["id", "key", "name", "description", "system", "deleted"]),
 };
 
+/**
+ * A source stream that can take a direct writer (the hub's streams do, src/graphql/schema/gate.ts):
+ * called with a function that writes an event to the transport and says whether it did.
+ */
+export const DIRECT_DELIVERY = Symbol("directDelivery");
+
+export interface DirectDeliverable {
+  [DIRECT_DELIVERY]?: (direct: (event: unknown) => boolean) => void;
+}
+
 /** Document → its text when every selected field is pure, else null. */
 const sharedText = new WeakMap<DocumentNode, string | null>();
 /** Event object → operation key → its executed result. Dropped with the event. */
 const results = new WeakMap<object, Map<string, ExecutionResult | Promise<ExecutionResult>>>();
+/** Event object → operation key → its result as JSON, for direct delivery. Dropped with the event. */
+const payloads = new WeakMap<object, Map<string, string>>();
 
 function isShareable(args: ExecutionArgs): boolean {
   const { schema, document } = args;
@@ -120,7 +143,7 @@ function textOf(args: ExecutionArgs): string | null {
 async function sharedSubscribe(args: ExecutionArgs, key: string) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  const source = stream[Symbol.asyncIterator]();
+  const source = stream[Symbol.asyncIterator]() as AsyncIterator<unknown> & DirectDeliverable;
   const resultFor = (event: unknown): ExecutionResult | Promise<ExecutionResult> => {
     if (typeof event !== "object" || event === null) return execute({ ...args, rootValue: event });
     let byKey = results.get(event);
@@ -135,6 +158,26 @@ async function sharedSubscribe(args: ExecutionArgs, key: string) {
     }
     return result;
   };
+  /** The event's result as the `payload` of a `next` message, once per event; null unless executed without errors. */
+  const payloadFor = (event: object): string | null => {
+    let byKey = payloads.get(event);
+    let text = byKey?.get(key);
+    if (text !== undefined) return text;
+    const result = resultFor(event);
+    if (isPromise(result) || (result.errors && result.errors.length > 0)) return null;
+    text = JSON.stringify(result);
+    if (!byKey) payloads.set(event, (byKey = new Map()));
+    byKey.set(key, text);
+    return text;
+  };
+  const sink = (args.contextValue as Context | undefined)?.subscriptionSink;
+  if (sink && source[DIRECT_DELIVERY]) {
+    const prefix = `{"id":${JSON.stringify(sink.id)},"type":"next","payload":`;
+    source[DIRECT_DELIVERY]((event) => {
+      const payload = typeof event === "object" && event !== null ? payloadFor(event) : null;
+      return payload !== null && sink.send(`${prefix}${payload}}`);
+    });
+  }
   // As graphql's own mapping does: an error from the stream is located at the operation.
   const operation = args.document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION);
   const wrap = (error: unknown): never => {

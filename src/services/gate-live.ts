@@ -76,6 +76,18 @@ export class LatestQueue<T extends { version: number }> implements AsyncIterable
     }
   }
 
+  /**
+   * Hands `message` to `direct` instead of queueing it, when nothing is queued and the consumer
+   * is already waiting for its next message (so everything before it has been handed on: order
+   * is kept). True if `direct` took it; false leaves the message to push().
+   */
+  deliverDirect(message: T, direct: (message: T) => boolean): boolean {
+    if (this.closed || this.ending || this.pending || !this.waiter || message.version <= this.maxVersion) return false;
+    if (!direct(message)) return false;
+    this.maxVersion = message.version;
+    return true;
+  }
+
   /** No more messages after the one pending (if any). */
   end(): void {
     this.ending = true;
@@ -133,6 +145,8 @@ interface PlanSubscriber {
   planId: string;
   workspaceId: string;
   queue: LatestQueue<GateSnapshot>;
+  /** Writes a message straight to the subscriber's transport, when its layer can (deliverDirect). */
+  direct?: (message: GateSnapshot) => boolean;
   /** Called before each delivery, so the subscription's own context re-reads its principal. */
   refresh: () => void;
 }
@@ -142,6 +156,7 @@ interface WorkspaceSubscriber {
   viewer: Viewer;
   workspaceId: string;
   queue: LatestQueue<WorkspaceGates>;
+  direct?: (message: WorkspaceGates) => boolean;
   refresh: () => void;
 }
 
@@ -182,8 +197,8 @@ export class GateHub {
   private readonly probes = new Map<string, () => void>();
   /** Initial-status computations not yet started, per plan: subscribers arriving together share one. */
   private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
-  /** The last rounds (newest last): their version, plans evaluated and messages delivered. */
-  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number; principalsLoaded: number }[] = [];
+  /** The last rounds (newest last): their version, plans evaluated, messages delivered (`direct`: of them, straight to the transport) and principals loaded. */
+  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number; direct: number; principalsLoaded: number }[] = [];
   /** Per organization with subscribers: viewers' and approvers' principals, kept while the authz epoch holds. */
   private readonly principals = new Map<string, PrincipalCache>();
 
@@ -195,13 +210,19 @@ export class GateHub {
   // --- subscribing ---------------------------------------------------------------------------
 
   /** Caller has authorized the viewer for the plan. Resolves once events are flowing. */
-  async watchPlan(viewer: Viewer, head: PlanHead, refresh: () => void): Promise<LatestQueue<GateSnapshot>> {
+  async watchPlan(
+    viewer: Viewer,
+    head: PlanHead,
+    refresh: () => void,
+    direct?: (message: GateSnapshot) => boolean,
+  ): Promise<LatestQueue<GateSnapshot>> {
     const sub: PlanSubscriber = {
       kind: "plan",
       viewer,
       planId: head.id,
       workspaceId: head.workspaceId,
       refresh,
+      direct,
       queue: new LatestQueue<GateSnapshot>(() => this.remove(sub)),
     };
     await this.register(sub);
@@ -217,12 +238,18 @@ export class GateHub {
     return sub.queue;
   }
 
-  async watchWorkspace(viewer: Viewer, workspace: WorkspaceHead, refresh: () => void): Promise<LatestQueue<WorkspaceGates>> {
+  async watchWorkspace(
+    viewer: Viewer,
+    workspace: WorkspaceHead,
+    refresh: () => void,
+    direct?: (message: WorkspaceGates) => boolean,
+  ): Promise<LatestQueue<WorkspaceGates>> {
     const sub: WorkspaceSubscriber = {
       kind: "workspace",
       viewer,
       workspaceId: workspace.id,
       refresh,
+      direct,
       queue: new LatestQueue<WorkspaceGates>(() => this.remove(sub)),
     };
     await this.register(sub);
@@ -371,7 +398,7 @@ export class GateHub {
     const { version, authzEpoch } = await nextGateVersionAndEpoch(sql);
     const cache = this.principalCache(orgId);
     const cached = cache.at(authzEpoch);
-    const tally = { orgId, version, evaluations: 0, deliveries: 0, principalsLoaded: 0 };
+    const tally = { orgId, version, evaluations: 0, deliveries: 0, direct: 0, principalsLoaded: 0 };
 
     const planSubs = new Map<string, PlanSubscriber[]>();
     const workspaceSubs = new Map<string, WorkspaceSubscriber[]>();
@@ -449,8 +476,17 @@ export class GateHub {
       }
       return out;
     };
-    const deliver = <T extends { version: number }>(subscribers: readonly { queue: LatestQueue<T> }[], message: T, last: boolean) => {
+    const deliver = <T extends { version: number }>(
+      subscribers: readonly { queue: LatestQueue<T>; direct?: (message: T) => boolean }[],
+      message: T,
+      last: boolean,
+    ) => {
       for (const sub of subscribers) {
+        // A last message goes through the queue, which completes the subscription after it.
+        if (!last && sub.direct && sub.queue.deliverDirect(message, sub.direct)) {
+          tally.direct++;
+          continue;
+        }
         sub.queue.push(message);
         if (last) sub.queue.end();
       }

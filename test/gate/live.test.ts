@@ -11,6 +11,7 @@ import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { gateHub } from "../../src/services/gate-live.js";
 import { PLAN, READ, allActions, memberOf, ops, person, role, seedStack, seedWorkspace, type Person } from "./helpers.js";
 import { subscribe, wsClient } from "./ws.js";
+import WebSocket from "ws";
 
 const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) {
   planId planStatus version source passed
@@ -164,9 +165,76 @@ describe("planGate", () => {
     expect(versions.size).toBe(1);
     // The round that produced that version evaluated the plan once and delivered it 1,000 times.
     const round = hub.recentRounds.find((r) => r.version === [...versions][0]);
-    expect(round).toMatchObject({ evaluations: 1, deliveries: 1000 });
+    expect(round).toMatchObject({ evaluations: 1, deliveries: 1000, direct: 1000 });
     for (const s of streams) s.dispose();
   }, 120_000);
+});
+
+describe("direct delivery of shared results", () => {
+  /** A bare graphql-transport-ws connection that keeps every frame as the server wrote it. */
+  async function rawConnection(token: string) {
+    const socket = new WebSocket(`${base.replace(/^http/, "ws")}/graphql`, "graphql-transport-ws");
+    const frames: string[] = [];
+    let changed = () => {};
+    socket.on("message", (data) => {
+      frames.push(String(data));
+      changed();
+    });
+    await new Promise((resolve) => socket.once("open", resolve));
+    socket.send(JSON.stringify({ type: "connection_init", payload: { authorization: `Bearer ${token}` } }));
+    const until = (predicate: () => boolean) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`timed out; frames: ${frames.join("\n")}`)), 10_000);
+        changed = () => predicate() && (clearTimeout(timer), resolve());
+        changed();
+      });
+    await until(() => frames.some((f) => JSON.parse(f).type === "connection_ack"));
+    const next = (id: string) => frames.map((f) => ({ f, m: JSON.parse(f) })).filter(({ m }) => m.type === "next" && m.id === id);
+    return { socket, frames, until, next };
+  }
+
+  it("a shared result is written straight to the socket as exactly the `next` message graphql-ws writes, in order; an unshared selection takes the ordinary path", async () => {
+    const { plan } = await freshPlan(3);
+    const hub = gateHub(t.db, t.events);
+    const c = await rawConnection(org.adminToken);
+    const shared = `subscription($p: ID!) { planGate(planId: $p) { planId version passed evaluation { approvalsCounted } } }`;
+    const unshared = `subscription($p: ID!) { planGate(planId: $p) { version evaluation { approvalsCounted } plan { id status } } }`;
+    c.socket.send(JSON.stringify({ id: "s", type: "subscribe", payload: { query: shared, variables: { p: plan.id } } }));
+    c.socket.send(JSON.stringify({ id: "u", type: "subscribe", payload: { query: unshared, variables: { p: plan.id } } }));
+    await c.until(() => c.next("s").length === 1 && c.next("u").length === 1);
+
+    const approvers = await Promise.all([1, 2].map((i) => person(t, org.orgId, `approver${i}`)));
+    for (const [i, approver] of approvers.entries()) {
+      await o.approve(approver!.token, plan.id);
+      await c.until(() => c.next("s").length === i + 2 && c.next("u").length === i + 2);
+    }
+    const sharedFrames = c.next("s");
+    // The first message went the ordinary way, the later ones direct: all in graphql-ws's own form
+    // (its stringify of { id, type, payload } with a plain execution result).
+    for (const { f, m } of sharedFrames) {
+      expect(Object.keys(m)).toEqual(["id", "type", "payload"]);
+      expect(JSON.stringify(m)).toBe(f);
+      expect(Object.keys(m.payload)).toEqual(["data"]);
+    }
+    expect(sharedFrames.map(({ m }) => m.payload.data.planGate.evaluation.approvalsCounted)).toEqual([0, 1, 2]);
+    const versions = sharedFrames.map(({ m }) => m.payload.data.planGate.version);
+    expect([...versions].sort((a, b) => a - b)).toEqual(versions);
+    // After their first (each subscription's own) message, both saw the same versions; only the shared one went direct.
+    expect(c.next("u").map(({ m }) => m.payload.data.planGate.version).slice(1)).toEqual(versions.slice(1));
+    expect(c.next("u").at(-1)!.m.payload.data.planGate.plan).toEqual({ id: plan.id, status: "PLANNED" });
+    const last = hub.recentRounds.find((r) => r.version === versions.at(-1));
+    expect(last).toMatchObject({ deliveries: 2, direct: 1 });
+
+    // A client's `complete` stops direct writes too.
+    c.socket.send(JSON.stringify({ id: "s", type: "complete" }));
+    c.socket.send(JSON.stringify({ id: "u", type: "complete" }));
+    await new Promise((r) => setTimeout(r, 100));
+    const before = c.frames.length;
+    await o.approve(org.adminToken, plan.id);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(c.frames.slice(before)).toEqual([]);
+    c.socket.close();
+  });
 });
 
 describe("workspaceGates", () => {

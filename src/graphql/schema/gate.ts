@@ -28,6 +28,7 @@ import { notFoundAsNull } from "./workspace.js";
 import { UserRef } from "./organization.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
+import { DIRECT_DELIVERY, type DirectDeliverable } from "../shared-events.js";
 
 // ── Enums ─────────────────────────────────────────────────────────────────────────────
 
@@ -292,19 +293,21 @@ builder.queryField("gate", (t) =>
 /**
  * An async iterator that runs `start` on its first next() (as an async generator's body would:
  * a failure rejects that next()) and then hands every next() straight to the hub's queue, with
- * no generator in between: one fewer chain of promise hops per message and subscriber.
+ * no generator in between: one fewer chain of promise hops per message and subscriber. It takes
+ * a direct writer (shared-events.ts) before it starts and hands it to the hub with the queue.
  */
-function deferredStream<T>(start: () => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> {
+function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> & DirectDeliverable {
   let inner: Promise<AsyncIterator<T>> | null = null;
   /** The started iterator, once `inner` has resolved: later next() calls go to it directly. */
   let started: AsyncIterator<T> | null = null;
+  let direct: ((message: T) => boolean) | undefined;
   let finished = false;
   const done = (): IteratorResult<T> => ({ value: undefined, done: true });
-  const stream: AsyncIterableIterator<T> = {
+  const stream: AsyncIterableIterator<T> & DirectDeliverable = {
     next: () => {
       if (finished) return Promise.resolve(done());
       if (started) return started.next();
-      inner ??= start();
+      inner ??= start(direct);
       return inner.then(
         (it) => {
           started = it;
@@ -322,6 +325,9 @@ function deferredStream<T>(start: () => Promise<AsyncIterator<T>>): AsyncIterabl
       await it?.return?.();
       return done();
     },
+    [DIRECT_DELIVERY]: (writer) => {
+      if (!inner) direct = writer;
+    },
     [Symbol.asyncIterator]: () => stream,
   };
   return stream;
@@ -329,19 +335,20 @@ function deferredStream<T>(start: () => Promise<AsyncIterator<T>>): AsyncIterabl
 
 function planGateStream(ctx: Context, planId: string): AsyncIterableIterator<GateSnapshot> {
   // Authorized on subscribe; the hub authorizes again on every delivery.
-  return deferredStream(async () => {
+  return deferredStream(async (direct) => {
     const head = await findReadablePlanHead(deps(ctx), planId);
-    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer!, head, () => ctx.authz.refresh());
+    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer!, head, () => ctx.authz.refresh(), direct);
   });
 }
 
 function workspaceGatesStream(ctx: Context, workspaceId: string): AsyncIterableIterator<WorkspaceGates> {
-  return deferredStream(async () => {
+  return deferredStream(async (direct) => {
     const workspace = await findReadableWorkspace(ctx.db, ctx.authz, workspaceId);
     return gateHub(ctx.db, ctx.events).watchWorkspace(
       ctx.viewer!,
       { id: workspace.id, orgId: workspace.orgId, name: workspace.name, authzGroups: workspace.stack.authzGroups },
       () => ctx.authz.refresh(),
+      direct,
     );
   });
 }
