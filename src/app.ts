@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
 import type { ServerOptions } from "graphql-ws";
 import { useServer, type Extra } from "graphql-ws/use/ws";
-import { WebSocketServer } from "ws";
+import { WebSocketServer, type WebSocket } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
@@ -32,6 +32,26 @@ export interface AppDeps {
 
 /** Operation limits: every operation is bounded before it executes. */
 export const OPERATION_LIMITS = { maxDepth: 12, maxAliases: 30, maxTokens: 5000, maxCost: 20000 } as const;
+
+/**
+ * A subscription's direct writer (Context.subscriptionSink). It writes only while the socket is
+ * open and has nothing waiting to be written: a client that does not keep up makes it refuse, so
+ * its messages take the ordinary path, where graphql-ws awaits each write and the hub's queue
+ * keeps only the newest status, instead of piling up in the socket's buffer.
+ */
+export function socketSink(
+  socket: Pick<WebSocket, "readyState" | "OPEN" | "bufferedAmount" | "send">,
+  id: string,
+): NonNullable<Context["subscriptionSink"]> {
+  return {
+    id,
+    send: (data) => {
+      if (socket.readyState !== socket.OPEN || socket.bufferedAmount > 0) return false;
+      socket.send(data);
+      return true;
+    },
+  };
+}
 
 export function createApp(deps: AppDeps) {
   const { db, events, logger } = deps;
@@ -156,15 +176,7 @@ export function createApp(deps: AppDeps) {
         rootValue: { execute, subscribe },
       };
       // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
-      const socket = ctx.extra.socket;
-      args.contextValue.subscriptionSink = {
-        id,
-        send: (data) => {
-          if (socket.readyState !== socket.OPEN) return false;
-          socket.send(data);
-          return true;
-        },
-      };
+      args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
       const errors = validate(args.schema, args.document);
       if (errors.length) return errors;
       return args;
