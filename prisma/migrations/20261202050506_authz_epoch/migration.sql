@@ -28,21 +28,18 @@ BEGIN
 END
 $$;
 
-CREATE CONSTRAINT TRIGGER "organizations_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "organizations"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "memberships_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "memberships"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "roles_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "roles"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "role_permissions_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "role_permissions"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "role_assignments_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "role_assignments"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "identity_sources_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "identity_sources"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "user_identity_groups_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "user_identity_groups"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "identity_group_bindings_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "identity_group_bindings"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
-CREATE CONSTRAINT TRIGGER "identity_group_binding_roles_authz_epoch" AFTER INSERT OR UPDATE OR DELETE ON "identity_group_binding_roles"
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"();
+-- Every table loadPrincipal reads (src/authz/principal.ts), and identity_sources, whose deletion
+-- removes bindings and synced groups. A table added to a principal must be added here.
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['organizations', 'memberships', 'roles', 'role_permissions', 'role_assignments',
+                           'identity_sources', 'user_identity_groups', 'identity_group_bindings',
+                           'identity_group_binding_roles'] LOOP
+    EXECUTE format('CREATE CONSTRAINT TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %I
+                      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"()',
+                   t || '_authz_epoch', t);
+  END LOOP;
+END
+$$;
