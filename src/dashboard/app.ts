@@ -20,6 +20,7 @@ import {
   type WorkspacesQuery,
 } from "../generated/graphql/graphql.js";
 import { explainGate } from "../cli/explain.js";
+import { coalesced } from "./coalesce.js";
 
 const TOKEN_KEY = "countersign.token";
 
@@ -109,26 +110,17 @@ async function loadWorkspaces(): Promise<void> {
   state.workspaces = new Map(all.map((w) => [w.id, w]));
 }
 
-const refetching = new Map<string, Promise<void>>();
-
-/** Re-read one workspace (reservations, open plans, what the viewer may do): coalesced. */
-function refetchWorkspace(id: string): Promise<void> {
-  const running = refetching.get(id);
-  if (running) return running;
-  const next = (async () => {
-    await Promise.resolve();
-    try {
-      const { workspace } = await request(WorkspaceDocument, { id });
-      if (workspace) state.workspaces.set(id, workspace);
-      else state.workspaces.delete(id);
-      renderWorkspace(id);
-    } finally {
-      refetching.delete(id);
-    }
-  })();
-  refetching.set(id, next);
-  return next;
-}
+/**
+ * Re-read one workspace (reservations, open plans, what the viewer may do). A change that lands
+ * while a read is in flight gets a read of its own after it (coalesce.ts), never the in-flight
+ * one, which may have read before the change.
+ */
+const refetchWorkspace = coalesced(async (id: string) => {
+  const { workspace } = await request(WorkspaceDocument, { id });
+  if (workspace) state.workspaces.set(id, workspace);
+  else state.workspaces.delete(id);
+  renderWorkspace(id);
+});
 
 function watchWorkspace(id: string): void {
   const stop = socket().subscribe<{ workspaceGates: { workspaceId: string; version: number; plans: GateStatusFieldsFragment[] } }>(
