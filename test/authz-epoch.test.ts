@@ -1,12 +1,12 @@
 // The authz epoch (migration authz_epoch): it grows by one at the commit of every transaction
 // that changes what a principal is made of, and at no other time. The live gate keeps
-// principals across events under it (PrincipalCache), so a change it missed would leave a
+// principals across events under it (EpochCache), so a change it missed would leave a
 // removed member receiving gate status: each table gets its own case.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "./helpers/harness.js";
 import { addMember, createOrg, type OrgFixture } from "./helpers/fixtures.js";
-import { AUTHZ_EPOCH_SQL, PrincipalCache, loadPrincipal } from "../src/authz/principal.js";
+import { AUTHZ_EPOCH_SQL, EpochCache, loadPrincipal } from "../src/authz/principal.js";
 import type { SqlRunner } from "../src/infra/db.js";
 
 let t: TestApp;
@@ -54,6 +54,11 @@ describe("every table a principal is made of bumps the epoch once, at commit", (
     await bumpsOnce((c) => c.query(`UPDATE roles SET "deletedAt" = now() WHERE id = $1`, [role.id]));
   });
 
+  it("users (the live gate keeps their names beside principals)", async () => {
+    const m = await addMember(t.db, org.orgId, {});
+    await bumpsOnce((c) => c.query(`UPDATE users SET name = 'Renamed' WHERE id = $1`, [m.userId]));
+  });
+
   it("identity sources, bindings, their roles and users' synced groups", async () => {
     const m = await addMember(t.db, org.orgId, {});
     const role = await t.db.prisma.role.create({ data: { orgId: org.orgId, key: `b-${Date.now()}`, name: `B ${Date.now()}` } });
@@ -84,7 +89,7 @@ describe("and at no other time", () => {
       expect(await epoch()).toBe(before); // read from another connection, before the commit
     }, { rollback: true });
     await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: `s-${Date.now()}` } });
-    await t.db.prisma.user.update({ where: { id: m.userId }, data: { name: "Renamed" } });
+    await t.db.prisma.apiToken.updateMany({ where: { userId: m.userId }, data: { name: "renamed token" } });
     expect(await epoch()).toBe(before);
   });
 
@@ -104,10 +109,10 @@ describe("and at no other time", () => {
   });
 });
 
-describe("PrincipalCache", () => {
+describe("EpochCache", () => {
   it("keeps principals only under the epoch they were loaded after, and forgets them all when it moves", async () => {
     const m = await addMember(t.db, org.orgId, { role: "workspace-reader" });
-    const cache = new PrincipalCache();
+    const cache = new EpochCache<Awaited<ReturnType<typeof loadPrincipal>>>();
     const e1 = await epoch();
     expect(cache.at(e1).size).toBe(0);
     cache.keep(e1, new Map([[m.userId, await loadPrincipal(t.db.sql, org.orgId, m.userId)]]));
@@ -121,10 +126,10 @@ describe("PrincipalCache", () => {
     expect(cache.at(e2).size).toBe(0);
   });
 
-  it("holds at most maxUsers principals", async () => {
+  it("holds at most maxEntries rows", async () => {
     const m = await addMember(t.db, org.orgId, {});
     const p = await loadPrincipal(t.db.sql, org.orgId, m.userId);
-    const cache = new PrincipalCache(2);
+    const cache = new EpochCache<Awaited<ReturnType<typeof loadPrincipal>>>(2);
     cache.at(7);
     cache.keep(7, new Map(["a", "b", "c"].map((id) => [id, p])));
     expect([...cache.at(7).keys()]).toEqual(["a", "b"]);

@@ -111,7 +111,7 @@ export async function loadPrincipals(
   userIds: readonly string[],
   /** Also load whoever approved these plans (the live gate reads them with its viewers, in one trip). */
   approversOf: readonly string[] = [],
-  /** Users not to load (principals the caller already holds, e.g. from a PrincipalCache). */
+  /** Users not to load (principals the caller already holds, e.g. in an EpochCache). */
   except: readonly string[] = [],
 ): Promise<Map<string, LoadedPrincipal>> {
   const unique = [...new Set(userIds)];
@@ -190,39 +190,40 @@ export async function loadPrincipals(
 }
 
 /**
- * Principals kept from one read to the next while the authz epoch stays the same.
+ * Rows kept from one read to the next while the authz epoch stays the same: principals, and the
+ * users and roles a gate evaluation names (the live hub, src/services/gate-live.ts).
  *
  * The epoch (table authz_epoch, bumped by deferred triggers in the authz_epoch migration) grows
- * at the commit of every transaction that changes what loadPrincipal reads, in commit order. A
- * principal loaded AFTER epoch E was read reflects every change committed up to E (and maybe
- * more); so whenever a later read still finds E, no such change has committed since, and the
- * principal is current. Any change, in any organization, empties the cache at the next read.
- * The caller reads the epoch, calls `at` with it, loads what is missing, then `keep`s it.
+ * at the commit of every transaction that changes what loadPrincipal reads, or a user or role
+ * row, in commit order. A row loaded AFTER epoch E was read reflects every change committed up
+ * to E (and maybe more); so whenever a later read still finds E, no such change has committed
+ * since, and the row is current. Any change, in any organization, empties the cache at the next
+ * read. The caller reads the epoch, calls `at` with it, loads what is missing, then `keep`s it.
  */
-export class PrincipalCache {
+export class EpochCache<V> {
   private epoch = Number.NaN;
-  private readonly byUser = new Map<string, LoadedPrincipal>();
+  private readonly byId = new Map<string, V>();
 
-  constructor(private readonly maxUsers = 10_000) {}
+  constructor(private readonly maxEntries = 10_000) {}
 
-  /** The principals that are current at `epoch` (none if it is not the epoch they were kept under). */
-  at(epoch: number): ReadonlyMap<string, LoadedPrincipal> {
+  /** The rows that are current at `epoch` (none if it is not the epoch they were kept under). */
+  at(epoch: number): ReadonlyMap<string, V> {
     if (epoch !== this.epoch) {
-      this.byUser.clear();
+      this.byId.clear();
       this.epoch = epoch;
     }
-    return this.byUser;
+    return this.byId;
   }
 
-  /** Keeps principals loaded after `epoch` was read; ignored if the cache has moved on since. */
-  keep(epoch: number, loaded: ReadonlyMap<string, LoadedPrincipal>): void {
+  /** Keeps rows loaded after `epoch` was read; ignored if the cache has moved on since. */
+  keep(epoch: number, loaded: Iterable<readonly [string, V]>): void {
     if (epoch !== this.epoch) return;
-    for (const [userId, principal] of loaded) {
-      if (this.byUser.size >= this.maxUsers && !this.byUser.has(userId)) return;
-      this.byUser.set(userId, principal);
+    for (const [id, value] of loaded) {
+      if (this.byId.size >= this.maxEntries && !this.byId.has(id)) return;
+      this.byId.set(id, value);
     }
   }
 }
 
-/** The authz epoch now (see PrincipalCache). */
+/** The authz epoch now (see EpochCache). */
 export const AUTHZ_EPOCH_SQL = `(SELECT "epoch" FROM "authz_epoch" WHERE "id" = 1)::float8`;

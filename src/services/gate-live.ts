@@ -11,7 +11,8 @@
 //   shared by every subscriber of that plan on this process (memoized by plan id + version); each
 //   user's principal loads at most once per round, shared by the evaluation and the authorization
 //   of all of that user's subscriptions, and is kept for later rounds while the authz epoch read
-//   with the version stays the same (PrincipalCache: no authz change has committed since).
+//   with the version stays the same (EpochCache: no authz change has committed since); so are
+//   the user and role rows the evaluations name.
 // - Events arriving while a round runs are coalesced into the next round (per organization).
 // - A subscriber's queue keeps only the newest message: a slow client skips intermediate
 //   statuses instead of growing memory, and never receives one older than what it already has.
@@ -22,7 +23,7 @@
 import { randomUUID } from "node:crypto";
 import { checkPermission } from "../domain/catalog/index.js";
 import type { CompiledPrincipal } from "../domain/catalog/check.js";
-import { loadPrincipals, PrincipalCache } from "../authz/principal.js";
+import { EpochCache, loadPrincipals, type LoadedPrincipal } from "../authz/principal.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus, Topics } from "../infra/events.js";
 import {
@@ -33,12 +34,17 @@ import {
   planHeads,
   principalSource,
   readGateInputs,
+  loadPeople,
   snapshotOf,
   workspaceTarget,
   type GateInputRead,
   type GateSnapshot,
+  type People,
+  type PeopleSource,
   type PlanHead,
   type PrincipalSource,
+  type RoleRow,
+  type UserRow,
 } from "./gate.js";
 
 export interface WorkspaceGates {
@@ -197,10 +203,19 @@ export class GateHub {
   private readonly probes = new Map<string, () => void>();
   /** Initial-status computations not yet started, per plan: subscribers arriving together share one. */
   private readonly initial = new Map<string, { started: boolean; promise: Promise<GateSnapshot | null> }>();
-  /** The last rounds (newest last): their version, plans evaluated, messages delivered (`direct`: of them, straight to the transport) and principals loaded. */
-  readonly recentRounds: { orgId: string; version: number; evaluations: number; deliveries: number; direct: number; principalsLoaded: number }[] = [];
-  /** Per organization with subscribers: viewers' and approvers' principals, kept while the authz epoch holds. */
-  private readonly principals = new Map<string, PrincipalCache>();
+  /** The last rounds (newest last): versions, plans evaluated, messages delivered (`direct`: of them, straight to the transport), rows loaded. */
+  readonly recentRounds: {
+    orgId: string;
+    version: number;
+    evaluations: number;
+    deliveries: number;
+    direct: number;
+    principalsLoaded: number;
+    /** Users and roles whose rows the round read (the rest came from the cache). */
+    peopleLoaded: number;
+  }[] = [];
+  /** Per organization with subscribers: principals, users and roles, kept while the authz epoch holds. */
+  private readonly caches = new Map<string, OrgCaches>();
 
   constructor(
     private readonly db: Database,
@@ -299,7 +314,7 @@ export class GateHub {
     if (!this.subscribers.delete(sub)) return;
     removeFrom(this.byWorkspace, sub.workspaceId, sub);
     removeFrom(this.byOrg, sub.viewer.orgId, sub);
-    if (!this.byOrg.has(sub.viewer.orgId)) this.principals.delete(sub.viewer.orgId);
+    if (!this.byOrg.has(sub.viewer.orgId)) this.caches.delete(sub.viewer.orgId);
     if (this.subscribers.size === 0) this.stop();
   }
 
@@ -396,9 +411,10 @@ export class GateHub {
     if (subs.length === 0) return;
     const sql = this.db.sql;
     const { version, authzEpoch } = await nextGateVersionAndEpoch(sql);
-    const cache = this.principalCache(orgId);
-    const cached = cache.at(authzEpoch);
-    const tally = { orgId, version, evaluations: 0, deliveries: 0, direct: 0, principalsLoaded: 0 };
+    const caches = this.orgCaches(orgId);
+    const cached = caches.principals.at(authzEpoch);
+    const tally = { orgId, version, evaluations: 0, deliveries: 0, direct: 0, principalsLoaded: 0, peopleLoaded: 0 };
+    const people = cachedPeople(sql, caches, authzEpoch, (n) => (tally.peopleLoaded += n));
 
     const planSubs = new Map<string, PlanSubscriber[]>();
     const workspaceSubs = new Map<string, WorkspaceSubscriber[]>();
@@ -422,7 +438,7 @@ export class GateHub {
     // A failed load fails the round (as any failed read does); it never reads as "not allowed".
     const viewerIds = [...new Set(subs.map((s) => s.viewer.userId))].filter((id) => !cached.has(id));
     const batch = loadPrincipals(sql, orgId, viewerIds, [...planSubs.keys()], [...cached.keys()]).then((loaded) => {
-      cache.keep(authzEpoch, loaded);
+      caches.principals.keep(authzEpoch, loaded);
       tally.principalsLoaded = loaded.size;
       return loaded;
     });
@@ -449,7 +465,7 @@ export class GateHub {
     const snapshots = new Map<string, Promise<GateSnapshot>>();
     for (const head of [...watchedHeads, ...openHeads]) {
       if (snapshots.has(head.id)) continue;
-      const snapshot = this.evaluate(head, version, principals, inputReads.get(head.id));
+      const snapshot = this.evaluate(head, version, principals, inputReads.get(head.id), people);
       snapshot.catch(() => {}); // awaited below; a plan nobody may read is never awaited
       snapshots.set(head.id, snapshot);
       tally.evaluations++;
@@ -522,15 +538,60 @@ export class GateHub {
     if (this.recentRounds.length > 50) this.recentRounds.shift();
   }
 
-  private principalCache(orgId: string): PrincipalCache {
-    let cache = this.principals.get(orgId);
-    if (!cache) this.principals.set(orgId, (cache = new PrincipalCache()));
-    return cache;
+  private orgCaches(orgId: string): OrgCaches {
+    let caches = this.caches.get(orgId);
+    if (!caches) this.caches.set(orgId, (caches = { principals: new EpochCache(), users: new EpochCache(), roles: new EpochCache() }));
+    return caches;
   }
 
-  private evaluate(head: PlanHead, version: number, principals: PrincipalSource, read?: GateInputRead): Promise<GateSnapshot> {
-    return snapshotOf(this.db.sql, head, version, principals, read);
+  private evaluate(head: PlanHead, version: number, principals: PrincipalSource, read?: GateInputRead, people?: PeopleSource): Promise<GateSnapshot> {
+    return snapshotOf(this.db.sql, head, version, principals, read, people);
   }
+}
+
+interface OrgCaches {
+  principals: EpochCache<LoadedPrincipal>;
+  users: EpochCache<UserRow>;
+  roles: EpochCache<RoleRow>;
+}
+
+/**
+ * The names an evaluation mentions, from the round's caches where they are current at `epoch`
+ * (user and role rows bump the authz epoch too), loading only the rest, in one read.
+ */
+function cachedPeople(sql: Database["sql"], caches: OrgCaches, epoch: number, loaded: (count: number) => void): PeopleSource {
+  return async (userIds, roleIds) => {
+    const users = caches.users.at(epoch);
+    const roles = caches.roles.at(epoch);
+    const missingUsers = [...userIds].filter((id) => !users.has(id));
+    const missingRoles = [...roleIds].filter((id) => !roles.has(id));
+    if (missingUsers.length === 0 && missingRoles.length === 0) return mergePeople(users, roles, null, userIds, roleIds);
+    const fresh = await loadPeople(sql, missingUsers, missingRoles);
+    loaded(fresh.users.size + fresh.roles.size);
+    caches.users.keep(epoch, fresh.users);
+    caches.roles.keep(epoch, fresh.roles);
+    // From what was read first: a full cache keeps nothing more.
+    return mergePeople(users, roles, fresh, userIds, roleIds);
+  };
+}
+
+/** Exactly the requested users and roles that exist, from the cache and a fresh read. */
+function mergePeople(
+  users: ReadonlyMap<string, UserRow>,
+  roles: ReadonlyMap<string, RoleRow>,
+  fresh: People | null,
+  userIds: ReadonlySet<string>,
+  roleIds: ReadonlySet<string>,
+): People {
+  const pick = <V>(ids: ReadonlySet<string>, cached: ReadonlyMap<string, V>, read: ReadonlyMap<string, V> | undefined) => {
+    const out = new Map<string, V>();
+    for (const id of ids) {
+      const row = read?.get(id) ?? cached.get(id);
+      if (row !== undefined) out.set(id, row);
+    }
+    return out;
+  };
+  return { users: pick(userIds, users, fresh?.users), roles: pick(roleIds, roles, fresh?.roles) };
 }
 
 function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V) {

@@ -125,7 +125,7 @@ export async function nextGateVersion(sql: SqlRunner): Promise<number> {
 
 /**
  * nextGateVersion, with the authz epoch read by the same statement: the live hub keeps
- * principals across rounds under it (PrincipalCache in src/authz/principal.ts).
+ * principals, users and roles across rounds under it (EpochCache in src/authz/principal.ts).
  */
 export async function nextGateVersionAndEpoch(sql: SqlRunner): Promise<{ version: number; authzEpoch: number }> {
   const [row] = await sql.query<{ v: number; e: number }>(
@@ -325,6 +325,9 @@ export interface People {
 
 export const NO_PEOPLE: People = { users: new Map(), roles: new Map() };
 
+/** Loads the given users and roles; the live hub passes one that keeps them across rounds. */
+export type PeopleSource = (userIds: ReadonlySet<string>, roleIds: ReadonlySet<string>) => Promise<People>;
+
 export async function loadPeople(sql: SqlRunner, userIds: Iterable<string>, roleIds: Iterable<string>): Promise<People> {
   const users = [...new Set(userIds)];
   const roles = [...new Set(roleIds)];
@@ -443,19 +446,17 @@ export async function evaluateLive(
   version: number,
   principals: PrincipalSource = principalSource(sql, head.orgId),
   read?: GateInputRead,
+  people: PeopleSource = (userIds, roleIds) => loadPeople(sql, userIds, roleIds),
 ): Promise<GateSnapshot> {
   const { input, approverIds } = await loadGateInputs(sql, head, read);
   // Names are for the messages only (a chatops bot prints them); they never affect the decision.
   const ids = idsInInput(input);
-  const [approveHolders, people] = await Promise.all([
-    approveHoldersAmong(principals, head, approverIds),
-    loadPeople(sql, ids.userIds, ids.roleIds),
-  ]);
+  const [approveHolders, named] = await Promise.all([approveHoldersAmong(principals, head, approverIds), people(ids.userIds, ids.roleIds)]);
   const evaluation = evaluateGate({
     ...input,
     approveHolders,
-    userNames: new Map([...people.users.values()].map((u) => [u.id, u.name])),
-    roleNames: new Map([...people.roles.values()].map((r) => [r.id, r.name])),
+    userNames: new Map([...named.users.values()].map((u) => [u.id, u.name])),
+    roleNames: new Map([...named.roles.values()].map((r) => [r.id, r.name])),
   });
   return {
     ...snapshotHead(head),
@@ -464,7 +465,7 @@ export async function evaluateLive(
     evaluatedAt: new Date().toISOString(),
     evaluatedVersion: version,
     evaluation,
-    people,
+    people: named,
   };
 }
 
@@ -478,9 +479,10 @@ export async function snapshotOf(
   version: number,
   principals?: PrincipalSource,
   read?: GateInputRead,
+  people: PeopleSource = (userIds, roleIds) => loadPeople(sql, userIds, roleIds),
 ): Promise<GateSnapshot> {
   const stored = head.status === "planned" ? null : storedEvaluationOf(head.applyEvaluation);
-  if (!stored) return evaluateLive(sql, head, version, principals, read);
+  if (!stored) return evaluateLive(sql, head, version, principals, read, people);
   const ids = idsInEvaluation(stored.evaluation);
   return {
     ...snapshotHead(head),
@@ -489,7 +491,7 @@ export async function snapshotOf(
     evaluatedAt: stored.evaluatedAt,
     evaluatedVersion: stored.version,
     evaluation: stored.evaluation,
-    people: await loadPeople(sql, ids.userIds, ids.roleIds),
+    people: await people(ids.userIds, ids.roleIds),
   };
 }
 

@@ -153,6 +153,34 @@ describe("planGate", () => {
     amys.dispose();
   });
 
+  it("the names an evaluation mentions are kept from event to event too, and a rename committed with no event shows at the next delivery", async () => {
+    const { plan } = await freshPlan(5);
+    const hub = gateHub(t.db, t.events);
+    const [first, second, third] = await Promise.all(["first", "second", "third"].map((name) => person(t, org.orgId, name)));
+    const NAMES = `subscription($planId: ID!) { planGate(planId: $planId) { version evaluation { approvalsCounted countedApprovers { id name } } } }`;
+    const s = subscribe<{ version: number; evaluation: { approvalsCounted: number; countedApprovers: { id: string; name: string }[] } }>(
+      client(org.adminToken),
+      NAMES,
+      { planId: plan.id },
+      (d) => d.planGate,
+    );
+    await s.next();
+    const roundOf = async (approver: Person, counted: number) => {
+      await o.approve(approver.token, plan.id);
+      const message = await s.next((m) => m.evaluation.approvalsCounted === counted);
+      return { message, round: hub.recentRounds.find((r) => r.version === message.version)! };
+    };
+
+    expect((await roundOf(first!, 1)).round.peopleLoaded).toBe(1);
+    expect((await roundOf(second!, 2)).round.peopleLoaded).toBe(1); // only the new approver's row
+
+    await t.db.sql.query(`UPDATE users SET name = 'First, renamed' WHERE id = $1`, [first!.userId]);
+    const { message, round } = await roundOf(third!, 3);
+    expect(round.peopleLoaded).toBe(3);
+    expect(message.evaluation.countedApprovers.find((u) => u.id === first!.userId)?.name).toBe("First, renamed");
+    s.dispose();
+  });
+
   it("1,000 subscribers is one evaluation per event on this process, shared by all of them", async () => {
     const { plan } = await freshPlan(1);
     const hub = gateHub(t.db, t.events);

@@ -28,15 +28,16 @@ BEGIN
 END
 $$;
 
--- Every table loadPrincipal reads (src/authz/principal.ts), and identity_sources, whose deletion
--- removes bindings and synced groups. A table added to a principal must be added here.
+-- Every table loadPrincipal reads (src/authz/principal.ts); identity_sources, whose deletion
+-- removes bindings and synced groups; and users, whose rows (names) the live gate keeps beside
+-- principals. A table added to a principal must be added here.
 DO $$
 DECLARE
   t text;
 BEGIN
   FOREACH t IN ARRAY ARRAY['organizations', 'memberships', 'roles', 'role_permissions', 'role_assignments',
                            'identity_sources', 'user_identity_groups', 'identity_group_bindings',
-                           'identity_group_binding_roles'] LOOP
+                           'identity_group_binding_roles', 'users'] LOOP
     EXECUTE format('CREATE CONSTRAINT TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %I
                       DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "bump_authz_epoch"()',
                    t || '_authz_epoch', t);
