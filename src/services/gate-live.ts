@@ -56,6 +56,8 @@ export interface WorkspaceGates {
 }
 
 const TERMINAL = new Set(["applied", "failed", "discarded"]);
+/** The most cached user ids a round sends to leave out of its principal read (loadPrincipals' `except`). */
+const MAX_EXCEPT = 2_000;
 
 /** An async iterator that holds only the newest message (by version). */
 export class LatestQueue<T extends { version: number }> implements AsyncIterableIterator<T> {
@@ -437,7 +439,10 @@ export class GateHub {
     // for (approvers of a plan only a workspaceGates subscriber watches) loads on demand.
     // A failed load fails the round (as any failed read does); it never reads as "not allowed".
     const viewerIds = [...new Set(subs.map((s) => s.viewer.userId))].filter((id) => !cached.has(id));
-    const batch = loadPrincipals(sql, orgId, viewerIds, [...planSubs.keys()], [...cached.keys()]).then((loaded) => {
+    // Cached users are left out of the approvers too, up to a list size worth sending each round;
+    // past it, cached approvers are read again (the approvers of watched plans, not every viewer).
+    const except = cached.size <= MAX_EXCEPT ? [...cached.keys()] : [];
+    const batch = loadPrincipals(sql, orgId, viewerIds, [...planSubs.keys()], except).then((loaded) => {
       caches.principals.keep(authzEpoch, loaded);
       tally.principalsLoaded = loaded.size;
       return loaded;
