@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
-import type { ServerOptions } from "graphql-ws";
-import { useServer, type Extra } from "graphql-ws/use/ws";
+import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer, type WebSocket } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
@@ -152,43 +151,43 @@ export function createApp(deps: AppDeps) {
   });
 
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
-  const wsOptions: ServerOptions<Record<string, unknown>, Extra> = {
-    // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
-    execute: (args: any) => args.rootValue.execute(args),
-    subscribe: (args: any) => args.rootValue.subscribe(args),
-    onSubscribe: async (ctx, id, params) => {
-      const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-        ...ctx,
-        req: ctx.extra.request,
-        socket: ctx.extra.socket,
-        params,
-        connectionParams: ctx.connectionParams,
-        request: new Request("http://localhost/graphql", {
-          headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
-        }),
-      });
-      const args = {
-        schema: s,
-        operationName: params.operationName,
-        document: parse(params.query),
-        variableValues: params.variables,
-        contextValue: await contextFactory(),
-        rootValue: { execute, subscribe },
-      };
-      // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
-      args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
-      const errors = validate(args.schema, args.document);
-      if (errors.length) return errors;
-      return args;
+  const wsCleanup = useServer(
+    {
+      // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
+      execute: (args: any) => args.rootValue.execute(args),
+      subscribe: (args: any) => args.rootValue.subscribe(args),
+      onSubscribe: async (ctx, id, params) => {
+        const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params,
+          connectionParams: ctx.connectionParams,
+          request: new Request("http://localhost/graphql", {
+            headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
+          }),
+        });
+        const args = {
+          schema: s,
+          operationName: params.operationName,
+          document: parse(params.query),
+          variableValues: params.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        };
+        // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
+        args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
+        const errors = validate(args.schema, args.document);
+        if (errors.length) return errors;
+        return args;
+      },
     },
-  };
-  const wsCleanup = useServer(wsOptions, wsServer);
+    wsServer,
+  );
 
   return {
     yoga,
     httpServer,
-    /** The graphql-ws server's options, for driving subscriptions without sockets (bench/). */
-    wsOptions,
     services,
     async listen(port: number, host: string): Promise<number> {
       await new Promise<void>((resolve) => httpServer.listen(port, host, resolve));

@@ -20,10 +20,8 @@ export function coalesced<K>(run: (key: K) => Promise<void>): (key: K) => Promis
     if (waiting) return waiting;
     const current = running.get(key);
     if (!current) return start(key);
-    const next = current.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
+    // After the running one, however it ended (its caller sees its failure).
+    const next = current.catch(() => undefined).then(() => {
       queued.delete(key);
       return start(key);
     });

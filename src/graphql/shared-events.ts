@@ -37,10 +37,8 @@ import {
   type GraphQLObjectType,
   type SelectionSetNode,
 } from "graphql";
-import type { Plugin } from "graphql-yoga";
+import { isPromise, type Plugin } from "graphql-yoga";
 import type { Context } from "./context.js";
-
-const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => typeof (value as Promise<T>)?.then === "function";
 
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
 const PURE: Record<string, ReadonlySet<string> | null> = {
@@ -83,10 +81,14 @@ export interface DirectDeliverable {
 
 /** Document → its text when every selected field is pure, else null. */
 const sharedText = new WeakMap<DocumentNode, string | null>();
-/** Event object → operation key → its executed result. Dropped with the event. */
-const results = new WeakMap<object, Map<string, ExecutionResult | Promise<ExecutionResult>>>();
-/** Event object → operation key → its result as JSON, for direct delivery. Dropped with the event. */
-const payloads = new WeakMap<object, Map<string, string>>();
+/** One operation's execution on one event: the result, and (once asked for) its JSON for direct delivery. */
+interface Shared {
+  result: ExecutionResult | Promise<ExecutionResult>;
+  /** The result as a `next` message's payload; null when it must take the ordinary path (errors). */
+  payload?: string | null;
+}
+/** Event object → operation key → its execution. Dropped with the event. */
+const results = new WeakMap<object, Map<string, Shared>>();
 
 function isShareable(args: ExecutionArgs): boolean {
   const { schema, document } = args;
@@ -144,31 +146,28 @@ async function sharedSubscribe(args: ExecutionArgs, key: string) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
   const source = stream[Symbol.asyncIterator]() as AsyncIterator<unknown> & DirectDeliverable;
-  const resultFor = (event: unknown): ExecutionResult | Promise<ExecutionResult> => {
-    if (typeof event !== "object" || event === null) return execute({ ...args, rootValue: event });
+  const sharedFor = (event: object): Shared => {
     let byKey = results.get(event);
     if (!byKey) results.set(event, (byKey = new Map()));
-    let result = byKey.get(key);
-    if (result === undefined) {
-      const executed = execute({ ...args, rootValue: event });
-      byKey.set(key, executed);
+    let shared = byKey.get(key);
+    if (!shared) {
+      const entry: Shared = { result: execute({ ...args, rootValue: event }) };
       // Once settled, later subscribers get the result itself rather than a promise of it.
-      if (isPromise(executed)) void executed.then((value) => byKey.set(key, value), () => {});
-      result = executed;
+      if (isPromise(entry.result)) void entry.result.then((value) => (entry.result = value), () => {});
+      byKey.set(key, (shared = entry));
     }
-    return result;
+    return shared;
   };
+  const resultFor = (event: unknown): ExecutionResult | Promise<ExecutionResult> =>
+    typeof event === "object" && event !== null ? sharedFor(event).result : execute({ ...args, rootValue: event });
   /** The event's result as the `payload` of a `next` message, once per event; null unless executed without errors. */
   const payloadFor = (event: object): string | null => {
-    let byKey = payloads.get(event);
-    let text = byKey?.get(key);
-    if (text !== undefined) return text;
-    const result = resultFor(event);
-    if (isPromise(result) || (result.errors && result.errors.length > 0)) return null;
-    text = JSON.stringify(result);
-    if (!byKey) payloads.set(event, (byKey = new Map()));
-    byKey.set(key, text);
-    return text;
+    const shared = sharedFor(event);
+    if (shared.payload !== undefined) return shared.payload;
+    const { result } = shared;
+    if (isPromise(result)) return null; // not settled yet: this time, the ordinary path
+    shared.payload = result.errors && result.errors.length > 0 ? null : JSON.stringify(result);
+    return shared.payload;
   };
   const sink = (args.contextValue as Context | undefined)?.subscriptionSink;
   if (sink && source[DIRECT_DELIVERY]) {

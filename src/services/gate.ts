@@ -328,6 +328,12 @@ export const NO_PEOPLE: People = { users: new Map(), roles: new Map() };
 /** Loads the given users and roles; the live hub passes one that keeps them across rounds. */
 export type PeopleSource = (userIds: ReadonlySet<string>, roleIds: ReadonlySet<string>) => Promise<People>;
 
+/** loadPeople on `sql`, as a PeopleSource (as principalSource is for principals). */
+export const peopleSource =
+  (sql: SqlRunner): PeopleSource =>
+  (userIds, roleIds) =>
+    loadPeople(sql, userIds, roleIds);
+
 export async function loadPeople(sql: SqlRunner, userIds: Iterable<string>, roleIds: Iterable<string>): Promise<People> {
   const users = [...new Set(userIds)];
   const roles = [...new Set(roleIds)];
@@ -446,7 +452,7 @@ export async function evaluateLive(
   version: number,
   principals: PrincipalSource = principalSource(sql, head.orgId),
   read?: GateInputRead,
-  people: PeopleSource = (userIds, roleIds) => loadPeople(sql, userIds, roleIds),
+  people: PeopleSource = peopleSource(sql),
 ): Promise<GateSnapshot> {
   const { input, approverIds } = await loadGateInputs(sql, head, read);
   // Names are for the messages only (a chatops bot prints them); they never affect the decision.
@@ -479,7 +485,7 @@ export async function snapshotOf(
   version: number,
   principals?: PrincipalSource,
   read?: GateInputRead,
-  people: PeopleSource = (userIds, roleIds) => loadPeople(sql, userIds, roleIds),
+  people: PeopleSource = peopleSource(sql),
 ): Promise<GateSnapshot> {
   const stored = head.status === "planned" ? null : storedEvaluationOf(head.applyEvaluation);
   if (!stored) return evaluateLive(sql, head, version, principals, read, people);
