@@ -1,6 +1,7 @@
 // Runs on `npm install` (postinstall): every generated artifact the code imports.
-// Prisma's engine download never runs (npm 11 skips dependencies' install scripts, and
-// prisma.config.ts selects the JS engine), so nothing is fetched outside the npm registry.
+// Prisma's engine download never runs (package.json's allowScripts denies dependencies' install
+// scripts, and prisma.config.ts selects the JS engine), so nothing is fetched outside the npm
+// registry.
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -9,10 +10,12 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const prismaCli = fileURLToPath(new URL("../node_modules/prisma/build/index.js", import.meta.url));
 execFileSync(process.execPath, [prismaCli, "generate"], { cwd: root, stdio: "inherit" });
 
-// Typed operation documents for the CLI, the dashboard and the tests (codegen.ts).
-const codegenCli = fileURLToPath(new URL("../node_modules/@graphql-codegen/cli/esm/bin.js", import.meta.url));
-if (existsSync(codegenCli)) {
-  execFileSync(process.execPath, [codegenCli, "--config", "codegen.ts"], { cwd: root, stdio: "inherit" });
+// Typed operation documents for the CLI, the dashboard and the tests (codegen.ts), through
+// graphql-codegen's client preset (scripts/codegen.ts, run by tsx, a runtime dependency).
+const codegenScript = fileURLToPath(new URL("./codegen.ts", import.meta.url));
+const tsxCli = fileURLToPath(new URL("../node_modules/tsx/dist/cli.mjs", import.meta.url));
+if (existsSync(fileURLToPath(new URL("../node_modules/@graphql-codegen/client-preset/package.json", import.meta.url)))) {
+  execFileSync(process.execPath, [tsxCli, codegenScript], { cwd: root, stdio: "inherit" });
   console.log("Generated typed operation documents in src/generated/graphql/");
 } else {
   // An install without dev dependencies: the clients need `npm install` (with dev) once.
