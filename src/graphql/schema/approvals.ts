@@ -5,6 +5,7 @@ import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
+import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { currentQuorums } from "../../approvals/quorum.js";
 import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
@@ -193,12 +194,12 @@ const EligibilityRef = builder.objectRef<{ eligible: boolean; allowRuleIds: stri
 const DeliveryRef = builder.objectRef<DeliveryJob>("ApprovalDelivery").implement({
   description: "The delivery job of an approved request.",
   fields: (t) => ({
-    status: t.exposeString("status", { description: "queued | leased | delivered | failed" }),
+    status: t.exposeString("status", { description: "queued | leased | dispatching (the resume call is in flight) | delivered | failed" }),
     attempts: t.exposeInt("attempts"),
     errorCode: t.exposeString("errorCode", {
       nullable: true,
       description:
-        "approval_not_executable, approval_expired, workspace_frozen, policy_changed, reviewer_authority_changed, key_unavailable, execution_failed, delivery_exhausted, or gateway_<error>.",
+        "approval_not_executable, approval_expired, workspace_frozen, policy_changed, reviewer_authority_changed, key_unavailable, connection_unavailable, route_changed (the connection points at another provider than the hold saw), execution_failed, delivery_exhausted, or gateway_<error>.",
     }),
     nextRunAt: t.expose("nextRunAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
@@ -217,7 +218,15 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
     logicalTool: t.exposeString("logicalTool", { nullable: true, description: "The name the agent called, when it differs." }),
     agentKeyName: t.string({ nullable: true, description: "The name of the virtual key the agent called with.", resolve: (r, _a, ctx) => loaders(ctx).keyName.load(r.virtualKeyId) }),
     connectionName: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.name ?? null }),
-    connectionProvider: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.provider ?? null }),
+    connectionProvider: t.string({
+      nullable: true,
+      description: "The connection's provider now (null once the connection is deleted). The call runs only where providerAtHold says.",
+      resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.provider ?? null,
+    }),
+    providerAtHold: t.string({
+      description: "The provider the call was held on. Delivery is pinned to it: a connection pointing elsewhere now fails the delivery with route_changed.",
+      resolve: (r) => r.provider ?? providerOfTool(r.tool),
+    }),
     amountUsd: t.exposeFloat("amountUsd", { nullable: true, description: "The ticket's numeric amount_usd summary, when it carried one." }),
     status: t.field({ type: ApprovalRequestStatusEnum, resolve: (r) => r.status }),
     closeReason: t.exposeString("closeReason", { nullable: true }),
