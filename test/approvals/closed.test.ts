@@ -281,3 +281,27 @@ describe("approval.policy.manage is owner-only; admins decide", () => {
     expect(REVIEWER_ROLE).toBe(systemRoleId("approval-reviewer"));
   });
 });
+
+describe("a deny rule whose role disappears keeps blocking", () => {
+  it("once the role a deny rule names is deleted, the rule excludes every reviewer: votes are refused and an approved request's delivery fails reviewer_authority_changed", async () => {
+    const contractors = await w.db.prisma.role.create({ data: { orgId: w.org.orgId, key: `contractors-${Date.now()}`, name: "Contractors" } });
+    const policy = await w.t.gql(CREATE_POLICY, {
+      input: { workspaceId: w.workspace.id, name: "no-contractors", rules: [{ id: "no-contractors", effect: "DENY", tools: ["github.*"], environments: ["prod"], roleIds: [contractors.id] }] },
+    }, admin());
+    expect(policy.data.createApprovalPolicy.__typename).toBe("MutationCreateApprovalPolicySuccess");
+    const pending = await heldAndFiled(w, { repo: "acme/deny-role-pending" });
+    const approved = await approvedCall("acme/deny-role-approved");
+    expect(await vote(w, w.reviewers[0]!, pending)).toMatchObject({ __typename: "MutationVoteOnApprovalRequestSuccess" });
+
+    // What deleteRole does to the row: it stays, marked deleted, with no holders.
+    await w.db.prisma.role.update({ where: { id: contractors.id }, data: { deletedAt: new Date(), key: `${contractors.key}~deleted` } });
+
+    expect(await vote(w, w.reviewers[1]!, pending)).toMatchObject({ __typename: "PermissionDeniedError", message: expect.stringContaining("no-contractors") });
+    expect((await request(pending)).status).toBe("pending");
+    const view = await w.t.gql(`query($id: ID!) { approvalRequest(id: $id) { viewerCanVote viewerEligibility { eligible } } }`, { id: pending }, w.reviewers[2]!.token);
+    expect(view.data.approvalRequest).toEqual({ viewerCanVote: false, viewerEligibility: { eligible: false } });
+    expect(await worker().tick()).toContainEqual({ kind: "preflight_failed", code: "reviewer_authority_changed" });
+    expect(await job(approved)).toMatchObject({ status: "failed", errorCode: "reviewer_authority_changed" });
+    expect(runs(approved)).toBe(0);
+  });
+});
