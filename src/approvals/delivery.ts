@@ -4,7 +4,8 @@ import type { RuleSnapshot } from "../domain/approvals/policy.js";
 import { mintApprovalToken } from "../gateway/approval-token.js";
 import type { ApprovalTicket } from "../gateway/errors.js";
 import { RESUME_PATH, type ResumeBody } from "../gateway/gateway.js";
-import type { Database } from "../infra/db.js";
+import { providerOfTool } from "../gateway/store.js";
+import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { policySetHashOf } from "./policies.js";
@@ -19,7 +20,8 @@ import { expireOverdueRequests } from "./requests.js";
  * idempotency key and the token.
  *
  * Fencing: leasing increments `fence`; every later write of the attempt says
- * `WHERE fence = <mine> AND status = 'leased'`. A worker whose lease expired and was taken over
+ * `WHERE fence = <mine> AND status = 'leased'` (before the dispatch) or `'dispatching'` (after
+ * the preflight committed: the resume call is in flight, and only then). A worker whose lease expired and was taken over
  * writes nothing — its preflight cannot commit, so it never dispatches — and the new holder's
  * dispatch of an already-executed call is replayed by the gateway, never executed again.
  */
@@ -31,6 +33,10 @@ export const PREFLIGHT_CODES = [
   "policy_changed",
   "reviewer_authority_changed",
   "key_unavailable",
+  // The held call's route: its connection is gone, moved or inactive, or points at another
+  // provider than the one the hold saw (the call is pinned; it never runs elsewhere).
+  "connection_unavailable",
+  "route_changed",
 ] as const;
 export type PreflightCode = (typeof PREFLIGHT_CODES)[number];
 
@@ -85,6 +91,29 @@ export type DeliveryWorker = {
 
 type Dispatch = { body: ResumeBody; orgId: string; workspaceId: string };
 
+/**
+ * Ends an attempt that may not dispatch (again): the job fails with the code and the request's
+ * execution fails. `policy_changed` also closes an approved request as invalidated: it has not
+ * executed, and seed 003 closes every unexecuted request under a changed policy set.
+ */
+async function failAttempt(tx: SqlRunner, jobId: string, requestId: string, code: PreflightCode, lastError: string | null = null): Promise<void> {
+  await tx.query(
+    `UPDATE delivery_jobs SET status = 'failed', "errorCode" = $2, "lastError" = $3, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+      WHERE id = $1`,
+    [jobId, code, lastError],
+  );
+  await tx.query(
+    `UPDATE approval_requests
+        SET revision = revision + 1, "updatedAt" = now(),
+            "executionStatus" = CASE WHEN "executionStatus" IN ('pending', 'dispatched') THEN 'failed'::"ExecutionStatus" ELSE "executionStatus" END,
+            status = CASE WHEN $2 = 'policy_changed' AND status = 'approved' THEN 'invalidated'::"ApprovalRequestStatus" ELSE status END,
+            "closeReason" = CASE WHEN $2 = 'policy_changed' AND status = 'approved' THEN 'policy_changed' ELSE "closeReason" END,
+            "decidedAt" = CASE WHEN $2 = 'policy_changed' AND status = 'approved' THEN now() ELSE "decidedAt" END
+      WHERE id = $1`,
+    [requestId, code],
+  );
+}
+
 export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
   const { db, events, logger } = options;
   const owner = options.owner ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
@@ -107,7 +136,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
               attempts = j.attempts + 1, "updatedAt" = now()
         WHERE j.id IN (
           SELECT id FROM delivery_jobs
-           WHERE (status = 'queued' AND "nextRunAt" <= now()) OR (status = 'leased' AND "leaseExpiresAt" <= now())
+           WHERE (status = 'queued' AND "nextRunAt" <= now()) OR (status IN ('leased', 'dispatching') AND "leaseExpiresAt" <= now())
            ORDER BY "nextRunAt"
            LIMIT $3
            FOR UPDATE SKIP LOCKED)
@@ -136,6 +165,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         workspaceId: string;
         virtualKeyId: string;
         connectionId: string;
+        provider: string | null;
         tool: string;
         logicalTool: string | null;
         invocationId: string;
@@ -148,7 +178,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         policySetHash: string;
         matchedRules: unknown;
       }>(
-        `SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", "invocationId",
+        `SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", provider, tool, "logicalTool", "invocationId",
                 "idempotencyKey", "argumentHash", "requestSnapshot", status::text AS status,
                 "executionStatus"::text AS "executionStatus", "expiresAt", "policySetHash", "matchedRules"
            FROM approval_requests WHERE id = $1 FOR UPDATE`,
@@ -171,22 +201,18 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
           [request.virtualKeyId],
         );
         if (!key || key.revoked || key.workspaceId !== request.workspaceId) return "key_unavailable";
+        // The route the hold saw (seed: "resume pins the original concrete tool and connection").
+        const [connection] = await tx.query<{ workspaceId: string; provider: string; active: boolean }>(
+          `SELECT "workspaceId", provider, active FROM connections WHERE id = $1`,
+          [request.connectionId],
+        );
+        if (!connection || connection.workspaceId !== request.workspaceId || !connection.active) return "connection_unavailable";
+        if (connection.provider !== (request.provider ?? providerOfTool(request.tool))) return "route_changed";
         return null;
       })();
 
       if (code !== null) {
-        await tx.query(
-          `UPDATE delivery_jobs SET status = 'failed', "errorCode" = $2, "lastError" = NULL, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-            WHERE id = $1`,
-          [job.id, code],
-        );
-        await tx.query(
-          `UPDATE approval_requests
-              SET revision = revision + 1, "updatedAt" = now(),
-                  "executionStatus" = CASE WHEN "executionStatus" IN ('pending', 'dispatched') THEN 'failed'::"ExecutionStatus" ELSE "executionStatus" END
-            WHERE id = $1`,
-          [request.id],
-        );
+        await failAttempt(tx, job.id, request.id, code);
         return { kind: "failed" as const, code, orgId: request.orgId, workspaceId: request.workspaceId };
       }
 
@@ -211,6 +237,9 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       if (request.executionStatus === "pending") {
         await tx.query(`UPDATE approval_requests SET "executionStatus" = 'dispatched', revision = revision + 1, "updatedAt" = now() WHERE id = $1`, [request.id]);
       }
+      // In flight from the commit on: a policy change leaves a dispatching job alone (it cannot
+      // be retracted) and closes every other unexecuted one (invalidateStaleRequests).
+      await tx.query(`UPDATE delivery_jobs SET status = 'dispatching', "updatedAt" = now() WHERE id = $1`, [job.id]);
       return {
         kind: "dispatch" as const,
         dispatch: {
@@ -247,7 +276,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       const moved = await tx.query<{ id: string }>(
         `UPDATE delivery_jobs
             SET status = $3, "errorCode" = $4, "lastError" = $5, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-          WHERE id = $1 AND fence = $2 AND status = 'leased'
+          WHERE id = $1 AND fence = $2 AND status = 'dispatching'
           RETURNING id`,
         [job.id, job.fence, jobStatus, errorCode, lastError],
       );
@@ -268,16 +297,42 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     }
     const delay = Math.min(retryBaseMs * 2 ** (job.attempts - 1), retryMaxMs);
     const nextRunAt = new Date(Date.now() + delay);
-    const moved = await db.sql.query(
-      `UPDATE delivery_jobs
-          SET status = 'queued', "nextRunAt" = $3, "lastError" = $4, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-        WHERE id = $1 AND fence = $2 AND status = 'leased'
-        RETURNING id`,
-      [job.id, job.fence, nextRunAt, reason],
-    );
-    if (moved.length === 0) return { kind: "lost_lease" };
-    log.warn({ jobId: job.id, requestId: job.requestId, attempts: job.attempts, reason, nextRunAt }, "resume not delivered; retrying");
-    return { kind: "retry", reason, nextRunAt };
+    // Under the workspace lock, like the preflight: a policy change that landed while this
+    // attempt was in flight (and so had to leave it alone) closes the request now, before it
+    // could wait for another attempt as if still approved.
+    const outcome = await inTransaction(db, async (tx): Promise<DeliveryResult> => {
+      await tx.query(`SELECT id FROM workspaces WHERE id = $1 FOR UPDATE`, [dispatch.workspaceId]);
+      const [request] = await tx.query<{ status: string; policySetHash: string }>(
+        `SELECT status::text AS status, "policySetHash" FROM approval_requests WHERE id = $1 FOR UPDATE`,
+        [job.requestId],
+      );
+      const [fenced] = await tx.query<{ fence: number; status: string }>(`SELECT fence, status FROM delivery_jobs WHERE id = $1 FOR UPDATE`, [job.id]);
+      if (!request || !fenced || fenced.fence !== job.fence || fenced.status !== "dispatching") return { kind: "lost_lease" };
+      const code: PreflightCode | null =
+        request.status !== "approved"
+          ? "approval_not_executable"
+          : (await policySetHashOf(tx, dispatch.workspaceId)) !== request.policySetHash
+            ? "policy_changed"
+            : null;
+      if (code !== null) {
+        await failAttempt(tx, job.id, job.requestId, code, reason);
+        return { kind: "failed", code };
+      }
+      await tx.query(
+        `UPDATE delivery_jobs
+            SET status = 'queued', "nextRunAt" = $2, "lastError" = $3, "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+          WHERE id = $1`,
+        [job.id, nextRunAt, reason],
+      );
+      return { kind: "retry", reason, nextRunAt };
+    });
+    if (outcome.kind === "failed") {
+      log.warn({ jobId: job.id, requestId: job.requestId, code: outcome.code, reason }, "resume not delivered, and the request may no longer be delivered");
+      publish(dispatch.orgId, dispatch.workspaceId, dispatch.body.approval_id, outcome.code === "policy_changed" ? "invalidated" : "delivery_failed");
+    } else if (outcome.kind === "retry") {
+      log.warn({ jobId: job.id, requestId: job.requestId, attempts: job.attempts, reason, nextRunAt }, "resume not delivered; retrying");
+    }
+    return outcome;
   }
 
   async function deliver(job: LeasedJob): Promise<DeliveryResult> {
@@ -285,7 +340,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     if (checked.kind === "lost_lease") return checked;
     if (checked.kind === "failed") {
       log.warn({ jobId: job.id, requestId: job.requestId, code: checked.code }, "delivery preflight failed");
-      publish(checked.orgId, checked.workspaceId, job.requestId, "delivery_failed");
+      publish(checked.orgId, checked.workspaceId, job.requestId, checked.code === "policy_changed" ? "invalidated" : "delivery_failed");
       return { kind: "preflight_failed", code: checked.code };
     }
     const { dispatch } = checked;

@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
 import { APPROVAL_STREAM, decodeTicket, type ApprovalTicket } from "../gateway/errors.js";
 import { canonicalJson, sha256Hex } from "../gateway/canonical.js";
+import { providerOfTool } from "../gateway/store.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
@@ -392,13 +393,13 @@ async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string 
     `INSERT INTO approval_requests
        (id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", environment, "invocationId",
         "idempotencyKey", "argumentHash", "payloadHash", "requestSnapshot", "amountUsd", status, "closeReason", "decidedAt",
-        "policyRevisions", "matchedRules", "policySetHash", "expiresAt", "createdAt", "updatedAt")
+        "policyRevisions", "matchedRules", "policySetHash", "expiresAt", "createdAt", "updatedAt", provider)
      SELECT id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap::jsonb, amount, st::"ApprovalRequestStatus",
-            CASE WHEN st = 'pending' THEN NULL ELSE st END, decided, pr::jsonb, mr::jsonb, psh, exp, created, now()
+            CASE WHEN st = 'pending' THEN NULL ELSE st END, decided, pr::jsonb, mr::jsonb, psh, exp, created, now(), prov
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
                    $10::text[], $11::text[], $12::text[], $13::text[], $14::double precision[], $15::text[], $16::timestamptz[],
-                   $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[])
-         AS t(id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap, amount, st, decided, pr, mr, psh, exp, created)
+                   $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[])
+         AS t(id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap, amount, st, decided, pr, mr, psh, exp, created, prov)
      ON CONFLICT (id) DO NOTHING
      RETURNING id`,
     col((r) => r.id),
@@ -422,6 +423,8 @@ async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string 
     col((r) => r.policySetHash),
     col((r) => new Date(r.ticket.expires_at)),
     col((r) => new Date(r.ticket.created_at)),
+    // The route the hold saw, pinned for delivery (older producers send no provider: the tool's).
+    col((r) => r.ticket.provider ?? providerOfTool(r.ticket.tool)),
   );
 }
 

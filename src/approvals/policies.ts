@@ -105,21 +105,29 @@ function setOrThrow(policies: ApprovalPolicy[], index: number): void {
 }
 
 /**
- * Closes every unexecuted request of the workspace whose stored hash is not the new one.
- * Approved requests whose delivery has not been dispatched close too, and their jobs fail
- * with policy_changed; a dispatched one is in flight and cannot be retracted.
+ * Closes every unexecuted request of the workspace whose stored hash is not the new one, and
+ * cancels its delivery in the same transaction (seed 003: "Changing or disabling any active
+ * approval policy invalidates every unexecuted request"). Unexecuted means: pending; approved
+ * with delivery not yet dispatched; and approved with a dispatch that came back unexecuted and
+ * waits for a retry (execution `dispatched`, job queued or leased again). Only a call whose
+ * dispatch is in flight right now (job `dispatching`) is left alone: it cannot be retracted, and
+ * if it comes back unexecuted, the delivery worker closes it the same way before re-queueing
+ * (see retry in delivery.ts). The caller holds the workspace lock, which every preflight takes
+ * too, so no attempt can start dispatching between this statement and the commit.
  */
 export async function invalidateStaleRequests(tx: Tx, workspaceId: string, newHash: string): Promise<string[]> {
   const rows = await tx.$queryRaw<{ id: string }[]>`
-    UPDATE approval_requests
+    UPDATE approval_requests r
        SET status = 'invalidated', "closeReason" = 'policy_changed', "decidedAt" = now(), "updatedAt" = now(),
-           revision = revision + 1,
-           "executionStatus" = CASE WHEN "executionStatus" = 'pending' THEN 'failed'::"ExecutionStatus" ELSE "executionStatus" END
-     WHERE "workspaceId" = ${workspaceId}
-       AND status IN ('pending', 'approved')
-       AND "executionStatus" IN ('none', 'pending')
-       AND "policySetHash" <> ${newHash}
-     RETURNING id`;
+           revision = r.revision + 1,
+           "executionStatus" = CASE WHEN r."executionStatus" IN ('pending', 'dispatched') THEN 'failed'::"ExecutionStatus" ELSE r."executionStatus" END
+     WHERE r."workspaceId" = ${workspaceId}
+       AND r."policySetHash" <> ${newHash}
+       AND (r.status = 'pending'
+            OR (r.status = 'approved' AND r."executionStatus" IN ('none', 'pending'))
+            OR (r.status = 'approved' AND r."executionStatus" = 'dispatched'
+                AND NOT EXISTS (SELECT 1 FROM delivery_jobs j WHERE j."requestId" = r.id AND j.status = 'dispatching')))
+     RETURNING r.id`;
   const ids = rows.map((r) => r.id);
   if (ids.length > 0) {
     await tx.deliveryJob.updateMany({

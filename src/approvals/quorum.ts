@@ -1,5 +1,5 @@
 import { roleMembers } from "../authz/principal.js";
-import { quorum, type QuorumResult, type RuleSnapshot, type Vote } from "../domain/approvals/policy.js";
+import { closeUnresolvableDenies, quorum, type QuorumResult, type RuleSnapshot, type Vote } from "../domain/approvals/policy.js";
 import type { SqlRunner } from "../infra/db.js";
 
 /**
@@ -12,8 +12,28 @@ import type { SqlRunner } from "../infra/db.js";
 type StoredVote = { userId: string; decision: string };
 export type QuorumInput = { snapshot: RuleSnapshot; votes: readonly StoredVote[] };
 
-/** Many requests of one org at once: two queries whatever their number (reviewer views, inbox). */
-export async function currentQuorums(sql: SqlRunner, orgId: string, items: readonly QuorumInput[]): Promise<QuorumResult[]> {
+/** The ids among `roleIds` that name a live role usable in the org now (its own, or built-in). */
+export async function liveRoleIds(sql: SqlRunner, orgId: string, roleIds: readonly string[]): Promise<Set<string>> {
+  if (roleIds.length === 0) return new Set();
+  const rows = await sql.query<{ id: string }>(
+    `SELECT id FROM roles WHERE id = ANY($2::text[]) AND "deletedAt" IS NULL AND ("orgId" = $1 OR "orgId" IS NULL)`,
+    [orgId, [...new Set(roleIds)]],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Snapshots as a decision must read them now: a deny rule whose role is gone excludes everyone. */
+export async function resolvedSnapshots(sql: SqlRunner, orgId: string, snapshots: readonly RuleSnapshot[]): Promise<RuleSnapshot[]> {
+  const denyRoles = [...new Set(snapshots.flatMap((s) => s.filter((rule) => rule.effect === "deny").flatMap((rule) => rule.roles)))];
+  if (denyRoles.length === 0) return [...snapshots];
+  const live = await liveRoleIds(sql, orgId, denyRoles);
+  return snapshots.map((snapshot) => closeUnresolvableDenies(snapshot, live));
+}
+
+/** Many requests of one org at once: three queries at most whatever their number (reviewer views, inbox). */
+export async function currentQuorums(sql: SqlRunner, orgId: string, raw: readonly QuorumInput[]): Promise<QuorumResult[]> {
+  const snapshots = await resolvedSnapshots(sql, orgId, raw.map((item) => item.snapshot));
+  const items = raw.map((item, i) => ({ ...item, snapshot: snapshots[i]! }));
   const roleIds = [...new Set(items.flatMap((item) => item.snapshot.flatMap((rule) => rule.roles)))];
   const voters = [...new Set(items.flatMap((item) => item.votes.map((v) => v.userId)))];
   if (voters.length === 0) return items.map((item) => quorum(item.snapshot, []));

@@ -7,7 +7,7 @@ import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
 import { policySetHashOf } from "./policies.js";
-import { currentQuorum } from "./quorum.js";
+import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
 import { workspaceTarget } from "./workspaces.js";
 
@@ -36,13 +36,16 @@ export async function readableRequestOrNull(deps: Omit<Deps, "events">, id: stri
   return findReadableRequest(deps, id).catch(() => null);
 }
 
-/** Whether the viewer could cast a vote on this request right now (the inbox's test). */
-export async function viewerMayDecide(authz: Authz, request: { status: string; expiresAt: Date; matchedRules: unknown; workspace: { name: string; stack: { authzGroups: string[] } } }, votedUserIds: readonly string[]): Promise<boolean> {
+/**
+ * Whether the viewer could cast a vote on this request right now (the inbox's test). `snapshot`
+ * is the request's rules as they read now (resolvedSnapshots), when the caller has it.
+ */
+export async function viewerMayDecide(authz: Authz, request: { status: string; expiresAt: Date; matchedRules: unknown; workspace: { name: string; stack: { authzGroups: string[] } } }, votedUserIds: readonly string[], snapshot?: RuleSnapshot): Promise<boolean> {
   if (request.status !== "pending" || request.expiresAt.getTime() <= Date.now()) return false;
   const principal = await authz.principal();
   if (votedUserIds.includes(authz.viewer!.userId)) return false;
   if (!(await authz.can(workspaceTarget(request.workspace, "approval_request", "decide")))) return false;
-  return reviewerEligibility(request.matchedRules as RuleSnapshot, { userId: authz.viewer!.userId, roleIds: principal.roleIds }).eligible;
+  return reviewerEligibility(snapshot ?? (request.matchedRules as RuleSnapshot), { userId: authz.viewer!.userId, roleIds: principal.roleIds }).eligible;
 }
 
 /** How many pending requests the inbox considers; older ones past this bound are left out. */
@@ -70,14 +73,15 @@ export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter:
   });
   const mayDecideIn = new Map<string, boolean>();
   const result: typeof rows = [];
-  for (const row of rows) {
+  const snapshots = await resolvedSnapshots(db.sql, viewer.orgId, rows.map((row) => row.matchedRules as unknown as RuleSnapshot));
+  for (const [index, row] of rows.entries()) {
     let allowed = mayDecideIn.get(row.workspaceId);
     if (allowed === undefined) {
       allowed = await authz.can(workspaceTarget(row.workspace, "approval_request", "decide"));
       mayDecideIn.set(row.workspaceId, allowed);
     }
     if (!allowed) continue;
-    if (reviewerEligibility(row.matchedRules as unknown as RuleSnapshot, { userId: viewer.userId, roleIds: principal.roleIds }).eligible) result.push(row);
+    if (reviewerEligibility(snapshots[index]!, { userId: viewer.userId, roleIds: principal.roleIds }).eligible) result.push(row);
   }
   return result;
 }
@@ -130,8 +134,9 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
     if ((await policySetHashOf(tx, workspace.id)) !== locked.policySetHash) {
       throw new InvalidStateError("ApprovalRequest", "policy_changed", "The workspace's approval policies changed since the request was filed.");
     }
-    const snapshot = locked.matchedRules as RuleSnapshot;
-    const eligibility = reviewerEligibility(snapshot, { userId: viewer.userId, roleIds: principal.roleIds });
+    // As it reads now: a deny rule whose role was deleted excludes everyone (fail closed).
+    const [snapshot] = await resolvedSnapshots(tx, viewer.orgId, [locked.matchedRules as RuleSnapshot]);
+    const eligibility = reviewerEligibility(snapshot!, { userId: viewer.userId, roleIds: principal.roleIds });
     if (!eligibility.eligible) {
       throw new PermissionDeniedError(
         null,
@@ -150,7 +155,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
        RETURNING id, "userId", decision, comment, "createdAt"`,
       [randomUUID(), locked.id, viewer.userId, input.decision, input.comment ?? null],
     );
-    const tally = await currentQuorum(tx, viewer.orgId, snapshot, [...previous, { userId: viewer.userId, decision: input.decision }]);
+    const tally = await currentQuorum(tx, viewer.orgId, snapshot!, [...previous, { userId: viewer.userId, decision: input.decision }]);
     if (tally.state === "approved") {
       await tx.query(
         `UPDATE approval_requests

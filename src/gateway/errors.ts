@@ -110,6 +110,8 @@ export type ApprovalTicket = {
   workspace_id: string;
   virtual_key_id: string;
   connection_id: string;
+  /** The connection's provider at hold time: resume pins it (absent only from older producers). */
+  provider?: string;
   tool: string;
   logical_tool?: string;
   environment: string;
@@ -139,6 +141,7 @@ const ticketSchema = z
     workspace_id: id,
     virtual_key_id: id,
     connection_id: id,
+    provider: z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "expected a provider: letters, digits, '_' and '-'").optional(),
     tool: name,
     logical_tool: name.optional(),
     environment: name,

@@ -229,7 +229,6 @@ export function createGateway(options: GatewayOptions): Gateway {
    */
   async function executeHeld(
     held: HeldInvocation,
-    provider: string,
     args: Record<string, unknown>,
   ): Promise<{ ok: true; replayed: boolean; result: unknown } | { ok: false; inProgress: boolean; error: string }> {
     const claim = await store.claimExecution({
@@ -253,7 +252,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       workspaceId: held.workspaceId,
       virtualKeyId: held.virtualKeyId,
       connectionId: held.connectionId,
-      provider,
+      // The provider the hold saw; callers have checked the connection still points there.
+      provider: held.provider,
       tool: held.tool,
       logicalTool: held.logicalTool ?? held.tool,
       arguments: args,
@@ -279,7 +279,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   /** Writes the ticket, awaits the write, then commits the held record (seed: "What the agent sees"). */
   async function hold(
     key: GatewayKey,
-    route: { connectionId: string; tool: string },
+    route: { connectionId: string; provider: string; tool: string },
     logicalTool: string,
     args: Record<string, unknown>,
     idempotencyKey: string,
@@ -294,6 +294,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         workspace_id: key.workspaceId,
         virtual_key_id: key.id,
         connection_id: route.connectionId,
+        provider: route.provider,
         tool: route.tool,
         ...(logicalTool !== route.tool ? { logical_tool: logicalTool } : {}),
         environment: key.workspace.environment,
@@ -318,6 +319,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         workspaceId: key.workspaceId,
         virtualKeyId: key.id,
         connectionId: route.connectionId,
+        provider: route.provider,
         tool: route.tool,
         logicalTool: logicalTool !== route.tool ? logicalTool : null,
         invocationId,
@@ -422,7 +424,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       // presented approval headers that did not hold up gets a new one (seed: "re-issues a ticket").
       if (!presented) {
         const awaiting = await store.findAwaiting(key.id, idempotencyKey, hash, now());
-        if (awaiting && awaiting.connectionId === route.connectionId && awaiting.tool === route.tool) {
+        if (awaiting && awaiting.connectionId === route.connectionId && awaiting.provider === route.provider && awaiting.tool === route.tool) {
           return approvalRequired(rpcId, awaiting.approvalId, logicalTool, awaiting.expiresAt, true);
         }
       }
@@ -431,7 +433,7 @@ export function createGateway(options: GatewayOptions): Gateway {
 
     if (approvedHeld) {
       if (now().getTime() >= approvedHeld.expiresAt.getTime()) return denied(rpcId, "approval_expired", []);
-      const outcome = await executeHeld(approvedHeld, route.provider, args);
+      const outcome = await executeHeld(approvedHeld, args);
       return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
     }
     // Allowed outright (not held): execute directly.
@@ -538,12 +540,16 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (!key || key.id !== held.virtualKeyId || key.workspaceId !== held.workspaceId || key.revoked) return refuse(403, "key_unavailable");
     if (key.workspace.archived) return refuse(403, "workspace_unavailable");
     if (!connection || connection.workspaceId !== held.workspaceId || !connection.active) return refuse(403, "connection_unavailable");
+    // The route is pinned (seed: "changing routes cannot move an approved operation to another
+    // provider"): the connection must still point at the provider the hold saw, which is also the
+    // provider of the concrete tool. Otherwise refuse; nothing runs anywhere.
+    if (connection.provider !== held.provider) return refuse(409, "route_changed", { held_provider: held.provider });
     if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
     const logicalTool = held.logicalTool ?? held.tool;
     const decision = decide(gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true));
     if (decision.decision !== "allow") return refuse(403, "denied", { reason: decision.decision === "deny" ? decision.reason : "approval_required", policy_ids: decision.policyIds });
 
-    const outcome = await executeHeld(held, connection.provider, body.arguments);
+    const outcome = await executeHeld(held, body.arguments);
     if (outcome.ok) {
       return {
         status: 200,
@@ -592,7 +598,7 @@ function denied(id: RpcId, reason: string, policyIds: string[]): GatewayResponse
 function heldMatchesLive(
   held: HeldInvocation,
   key: GatewayKey,
-  route: { connectionId: string; tool: string },
+  route: { connectionId: string; provider: string; tool: string },
   logicalTool: string,
   hash: string,
   idempotencyKey: string,
@@ -601,6 +607,7 @@ function heldMatchesLive(
     held.workspaceId === key.workspaceId &&
     held.virtualKeyId === key.id &&
     held.connectionId === route.connectionId &&
+    held.provider === route.provider &&
     held.tool === route.tool &&
     (held.logicalTool ?? held.tool) === logicalTool &&
     held.argumentHash === hash &&

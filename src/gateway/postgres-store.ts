@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
-import type { Execution, ExecutionState, GatewayStore, HeldInvocation, HeldState } from "./store.js";
+import { providerOfTool, type Execution, type ExecutionState, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
 /**
  * The gateway's store on Countersign's PostgreSQL: keys, workspaces and connections are the
@@ -105,6 +105,7 @@ function toHeld(row: {
   workspaceId: string;
   virtualKeyId: string;
   connectionId: string;
+  provider: string | null;
   tool: string;
   logicalTool: string | null;
   invocationId: string;
@@ -119,6 +120,7 @@ function toHeld(row: {
     workspaceId: row.workspaceId,
     virtualKeyId: row.virtualKeyId,
     connectionId: row.connectionId,
+    provider: row.provider ?? providerOfTool(row.tool),
     tool: row.tool,
     logicalTool: row.logicalTool,
     invocationId: row.invocationId,

@@ -33,6 +33,11 @@ export type HeldInvocation = {
   workspaceId: string;
   virtualKeyId: string;
   connectionId: string;
+  /**
+   * The connection's provider when the call was held. Resume pins it with the connection and
+   * the concrete tool: a connection now pointing at another provider is `route_changed`.
+   */
+  provider: string;
   tool: string;
   logicalTool: string | null;
   invocationId: string;
@@ -81,4 +86,13 @@ export interface GatewayStore {
     key: Pick<Execution, "virtualKeyId" | "idempotencyKey">,
     outcome: { state: "Executed"; result: unknown } | { state: "Failed"; error: string },
   ): Promise<void>;
+}
+
+/**
+ * The provider a concrete tool `<provider>.<operation>` runs on (providers carry no dot): what a
+ * hold recorded before the provider was stored beside the tool.
+ */
+export function providerOfTool(tool: string): string {
+  const dot = tool.indexOf(".");
+  return dot > 0 ? tool.slice(0, dot) : tool;
 }

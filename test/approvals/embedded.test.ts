@@ -57,7 +57,8 @@ describe("held tool calls on PGlite", () => {
     const viewers: Viewer[] = [];
     for (const [i, role] of (["admin", "approval-reviewer", "approval-reviewer"] as const).entries()) {
       const user = await db.prisma.user.create({ data: { email: `u${i}@pglite.test`, name: `u${i}` } });
-      await db.prisma.membership.create({ data: { orgId: org.id, userId: user.id } });
+      // The first is the owner (a super admin): managing approval policies is owner-only.
+      await db.prisma.membership.create({ data: { orgId: org.id, userId: user.id, isSuperAdmin: i === 0 } });
       await db.prisma.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId(role) } });
       viewers.push({ userId: user.id, orgId: org.id, tokenId: "t", name: user.name, email: user.email, isServiceAccount: false });
     }

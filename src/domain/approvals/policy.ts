@@ -38,7 +38,7 @@ export type MatchedRule = Readonly<
     environments: readonly string[];
     roles: readonly string[];
     userIds: readonly string[];
-  } & ({ effect: "allow"; count: number } | { effect: "deny" })
+  } & ({ effect: "allow"; count: number } | { effect: "deny"; excludesEveryone?: true })
 >;
 
 export type RuleSnapshot = readonly MatchedRule[];
@@ -212,8 +212,24 @@ export function policySetHash(policies: readonly ApprovalPolicy[]): string {
 // ─── reviewers and votes ──────────────────────────────────────────────────────────────────────
 
 /** A principal matches a rule when one of their roles is selected or their user id is named. */
-export function principalMatchesRule(rule: Pick<MatchedRule, "roles" | "userIds">, principal: Principal): boolean {
+export function principalMatchesRule(rule: Pick<MatchedRule, "roles" | "userIds"> & { excludesEveryone?: true }, principal: Principal): boolean {
+  if (rule.excludesEveryone === true) return true;
   return rule.userIds.includes(principal.userId) || rule.roles.some((role) => principal.roleIds.includes(role));
+}
+
+/**
+ * Fail closed on an exclusion that can no longer be read: a deny rule naming a role that does
+ * not exist any more (deleted, or never of this org) excludes EVERY reviewer until the policy
+ * is edited. Without this, deleting the role that a deny rule names would silently let its
+ * former members review (their other roles still select them), with no policy revision to show
+ * for it. An allow rule naming such a role needs nothing: it selects nobody, which already
+ * fails closed. `liveRoleIds` are the snapshot's role ids that name live roles now.
+ */
+export function closeUnresolvableDenies(snapshot: RuleSnapshot, liveRoleIds: ReadonlySet<string>): RuleSnapshot {
+  if (!snapshot.some((rule) => rule.effect === "deny" && rule.roles.some((role) => !liveRoleIds.has(role)))) return snapshot;
+  return snapshot.map((rule) =>
+    rule.effect === "deny" && rule.roles.some((role) => !liveRoleIds.has(role)) ? Object.freeze({ ...rule, excludesEveryone: true as const }) : rule,
+  );
 }
 
 /**

@@ -5,6 +5,7 @@
 import {
   ANY,
   FAMILIES,
+  isOwnerOnly,
   RESOURCE_TYPES,
   type ConcreteAction,
   type ConcreteResourceType,
@@ -56,6 +57,7 @@ function targetingMatches(grant: Permission, matchValue: string | null, groups: 
 
 /** Whether one grant satisfies the target: the seed's three conditions, exactly. */
 export function grantSatisfies(grant: Permission, target: Target): boolean {
+  if (isOwnerOnly(target.resourceType, target.action)) return false; // no grant reaches it
   return (
     (grant.resourceType === target.resourceType || grant.resourceType === ANY) &&
     (grant.action === target.action || grant.action === ANY) &&
@@ -101,11 +103,13 @@ export class GrantIndex {
       const acceptsGroups = GROUP_FAMILIES.has(rt);
       const family = grants.filter((g) => g.resourceType === rt || g.resourceType === ANY);
       for (const action of FAMILIES[rt].actions) {
+        // Owner-only pairs index no grant at all: checkPermission decides them by ownership.
+        const reachable = !isOwnerOnly(rt, action);
         let untargeted: Permission | undefined;
         const literals = new Map<string, Permission>();
         const patterns = new Map<string, { permission: Permission; matches: LikeMatcher }>();
         const groups = new Map<string, Permission>();
-        for (const g of family) {
+        for (const g of reachable ? family : []) {
           if (g.action !== action && g.action !== ANY) continue;
           if (g.resourcePattern === "" && g.authzGroup === "") {
             untargeted ??= g;
@@ -181,6 +185,8 @@ export interface PrincipalGrants {
   readonly orgExists: boolean;
   readonly orgDeleted: boolean;
   readonly membershipActive: boolean;
+  /** The personal organization's owner: passes owner-only checks like a super admin. */
+  readonly isOwner?: boolean;
   /** The union from direct role assignment and SSO group bindings, collected by the caller. */
   readonly grants: readonly Permission[];
 }
@@ -243,6 +249,10 @@ export function checkPermission(principal: PrincipalGrants, target: Target): Che
   if (principal.orgDeleted) return deny("org_deleted", target);
   if (!principal.membershipActive) return deny("inactive_membership", target);
   if (principal.isSuperAdmin) return { allowed: true, via: "super_admin" };
+  if (isOwnerOnly(target.resourceType, target.action)) {
+    // The personal organization's owner passes here as a super admin would.
+    return principal.isOwner === true ? { allowed: true, via: "super_admin" } : deny("no_grant", target);
+  }
 
   let via: Permission | undefined;
   if (isCompiled(principal)) {
@@ -268,5 +278,6 @@ export function listScope(
 ): ListScope {
   if (!principal.orgExists || principal.orgDeleted || !principal.membershipActive) return NOTHING;
   if (principal.isSuperAdmin) return EVERYTHING;
+  if (isOwnerOnly(resourceType, action)) return principal.isOwner === true ? EVERYTHING : NOTHING;
   return (isCompiled(principal) ? principal.index : new GrantIndex(principal.grants)).scope(resourceType, action);
 }

@@ -23,6 +23,12 @@ export interface FamilySpec {
   readonly matchValue: string | null;
   /** Where a family's groups come from, when it accepts groups. */
   readonly groupsFrom: string | null;
+  /**
+   * Owner-only actions: no grant reaches them — not (*, *), not (family, *), not an explicit
+   * tuple. Only the organization's owner passes (a super admin member, or a personal
+   * organization's owner). See isOwnerOnly.
+   */
+  readonly ownerOnly?: readonly string[];
 }
 
 export const FAMILIES = {
@@ -143,9 +149,13 @@ export const FAMILIES = {
     actions: ["read", "manage"],
     supportsPattern: true,
     supportsAuthzGroup: true,
-    description: "Tool-call review rules (manage covers create, edit and delete).",
+    description: "Tool-call review rules (manage covers create, edit and delete; owner-only).",
     matchValue: "workspace name",
     groupsFrom: "the workspace's stack's authz groups",
+    // Seed 003: "Managing approval policies is the owner-only operator action
+    // approval.policy.manage". A grant that reached it could be self-assigned by any admin
+    // holding (role, assign), so no grant does (docs/permissions.md, "Owner-only actions").
+    ownerOnly: ["manage"],
   },
   approval_request: {
     actions: ["read", "decide"],
@@ -198,6 +208,15 @@ const ACTION_SET: ReadonlySet<string> = new Set(ACTIONS);
 const PAIRS: ReadonlyMap<string, ReadonlySet<string>> = new Map(
   RESOURCE_TYPES.map((rt) => [rt, new Set<string>(FAMILIES[rt].actions)]),
 );
+
+const OWNER_ONLY: ReadonlyMap<string, ReadonlySet<string>> = new Map(
+  RESOURCE_TYPES.map((rt) => [rt, new Set<string>((FAMILIES[rt] as FamilySpec).ownerOnly ?? [])]),
+);
+
+/** Whether (resource_type, action) is owner-only: reached by no grant, only by the owner. */
+export function isOwnerOnly(resourceType: string, action: string): boolean {
+  return OWNER_ONLY.get(resourceType)?.has(action) === true;
+}
 
 export function isConcreteResourceType(value: string): value is ConcreteResourceType {
   return RESOURCE_TYPE_SET.has(value);

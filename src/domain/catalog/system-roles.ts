@@ -104,9 +104,10 @@ export const SYSTEM_ROLES: readonly SystemRole[] = Object.freeze([
     grant("approval_request", "decide"),
     ROLE_READ,
   ]),
-  role("approval-policy-manager", "Approval policy manager", "Manage the tool-call review rules.", [
+  // Not manage: approval.policy.manage is owner-only and no grant reaches it (seed 003). The key
+  // stays (keys never change); the role reads the rules an owner manages.
+  role("approval-policy-manager", "Approval policy reader", "See the tool-call review rules (managing them is owner-only).", [
     grant("approval_policy", "read"),
-    grant("approval_policy", "manage"),
     ROLE_READ,
   ]),
 ]);

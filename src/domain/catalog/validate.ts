@@ -9,6 +9,7 @@ import {
   ANY,
   familyOf,
   isAction,
+  isOwnerOnly,
   isResourceType,
   isValidPermission,
   permissionKey,
@@ -44,7 +45,8 @@ export type PermissionIssueCode =
   | "invalid_group_name"
   | "group_not_supported"
   | "group_with_pattern"
-  | "group_on_create";
+  | "group_on_create"
+  | "owner_only";
 
 export interface PermissionIssue {
   readonly field: PermissionField;
@@ -110,6 +112,14 @@ export function validatePermission(input: PermissionInput): PermissionResult {
       field: "action",
       code: "invalid_pair",
       message: `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(resourceType)}.`,
+    });
+  }
+  // No grant reaches an owner-only action (check.ts), so a tuple naming it could never match.
+  if (isOwnerOnly(resourceType, action)) {
+    issues.push({
+      field: "action",
+      code: "owner_only",
+      message: `(${resourceType}, ${action}) is owner-only: no role can grant it.`,
     });
   }
 

@@ -128,7 +128,8 @@ builder.mutationFields((t) => ({
     type: ApprovalPolicyPayloadRef,
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
-    description: "Needs (approval_policy, manage) on the workspace (approval.policy.manage: owner-only by default).",
+    description:
+      "Owner-only (approval.policy.manage): a super admin, or a personal organization's owner. No role grants it, (*, *) included; admins decide (vote) but do not manage.",
     args: { input: t.arg({ type: CreateApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) => createApprovalPolicy(ctx, { ...args.input, rules: toRules(args.input.rules) }),
   }),
@@ -136,7 +137,7 @@ builder.mutationFields((t) => ({
     type: ApprovalPolicyPayloadRef,
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
-    description: "Needs (approval_policy, manage). A stale expectedRevision is a ConflictError carrying the current one.",
+    description: "Owner-only (approval.policy.manage), as createApprovalPolicy. A stale expectedRevision is a ConflictError carrying the current one.",
     args: { input: t.arg({ type: UpdateApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) =>
       updateApprovalPolicy(ctx, { ...clean(args.input), ...(args.input.rules ? { rules: toRules(args.input.rules) } : {}) }),

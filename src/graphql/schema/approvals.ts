@@ -5,8 +5,9 @@ import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
+import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
-import { currentQuorums } from "../../approvals/quorum.js";
+import { currentQuorums, resolvedSnapshots } from "../../approvals/quorum.js";
 import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
 import { workspaceInViewerOrg, workspaceTarget } from "../../approvals/workspaces.js";
 import { mergeEvents } from "./approvals-events.js";
@@ -31,6 +32,8 @@ type Loaders = {
   keyName: DataLoader<string, string | null>;
   connection: DataLoader<string, { name: string; provider: string } | null>;
   quorum: DataLoader<ApprovalRequest, QuorumResult, string>;
+  /** The request's rules as a decision reads them now (a deny rule whose role is gone excludes everyone). */
+  snapshot: DataLoader<ApprovalRequest, RuleSnapshot, string>;
 };
 
 type VoteRow = { id: string; requestId: string; userId: string; decision: string; comment: string | null; createdAt: Date; user: { id: string; name: string } };
@@ -53,7 +56,7 @@ function loaders(ctx: Context): Loaders {
     });
     return ids.map((id) => rows.filter((r) => r.requestId === id));
   });
-  const made: Loaders = {
+  const made: Omit<Loaders, "snapshot"> & Partial<Pick<Loaders, "snapshot">> = {
     votes,
     delivery: new DataLoader(async (ids) => {
       const rows = await prisma.deliveryJob.findMany({ where: { requestId: { in: [...ids] } } });
@@ -87,8 +90,21 @@ function loaders(ctx: Context): Loaders {
       { cacheKeyFn: (r) => r.id },
     ),
   };
-  loaderCache.set(ctx, made);
-  return made;
+  made.snapshot = new DataLoader(
+    async (requests) => {
+      const results: RuleSnapshot[] = new Array(requests.length);
+      const byOrg = new Map<string, number[]>();
+      requests.forEach((r, i) => byOrg.set(r.orgId, [...(byOrg.get(r.orgId) ?? []), i]));
+      for (const [orgId, indexes] of byOrg) {
+        const resolved = await resolvedSnapshots(ctx.db.sql, orgId, indexes.map((i) => requests[i]!.matchedRules as unknown as RuleSnapshot));
+        indexes.forEach((i, k) => (results[i] = resolved[k]!));
+      }
+      return results;
+    },
+    { cacheKeyFn: (r) => r.id },
+  );
+  loaderCache.set(ctx, made as Loaders);
+  return made as Loaders;
 }
 
 /** A subscription's context lives across events: forget what it loaded and re-read grants. */
@@ -193,12 +209,12 @@ const EligibilityRef = builder.objectRef<{ eligible: boolean; allowRuleIds: stri
 const DeliveryRef = builder.objectRef<DeliveryJob>("ApprovalDelivery").implement({
   description: "The delivery job of an approved request.",
   fields: (t) => ({
-    status: t.exposeString("status", { description: "queued | leased | delivered | failed" }),
+    status: t.exposeString("status", { description: "queued | leased | dispatching (the resume call is in flight) | delivered | failed" }),
     attempts: t.exposeInt("attempts"),
     errorCode: t.exposeString("errorCode", {
       nullable: true,
       description:
-        "approval_not_executable, approval_expired, workspace_frozen, policy_changed, reviewer_authority_changed, key_unavailable, execution_failed, delivery_exhausted, or gateway_<error>.",
+        "approval_not_executable, approval_expired, workspace_frozen, policy_changed, reviewer_authority_changed, key_unavailable, connection_unavailable, route_changed (the connection points at another provider than the hold saw), execution_failed, delivery_exhausted, or gateway_<error>.",
     }),
     nextRunAt: t.expose("nextRunAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
@@ -217,7 +233,15 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
     logicalTool: t.exposeString("logicalTool", { nullable: true, description: "The name the agent called, when it differs." }),
     agentKeyName: t.string({ nullable: true, description: "The name of the virtual key the agent called with.", resolve: (r, _a, ctx) => loaders(ctx).keyName.load(r.virtualKeyId) }),
     connectionName: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.name ?? null }),
-    connectionProvider: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.provider ?? null }),
+    connectionProvider: t.string({
+      nullable: true,
+      description: "The connection's provider now (null once the connection is deleted). The call runs only where providerAtHold says.",
+      resolve: async (r, _a, ctx) => (await loaders(ctx).connection.load(r.connectionId))?.provider ?? null,
+    }),
+    providerAtHold: t.string({
+      description: "The provider the call was held on. Delivery is pinned to it: a connection pointing elsewhere now fails the delivery with route_changed.",
+      resolve: (r) => r.provider ?? providerOfTool(r.tool),
+    }),
     amountUsd: t.exposeFloat("amountUsd", { nullable: true, description: "The ticket's numeric amount_usd summary, when it carried one." }),
     status: t.field({ type: ApprovalRequestStatusEnum, resolve: (r) => r.status }),
     closeReason: t.exposeString("closeReason", { nullable: true }),
@@ -239,16 +263,16 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
       type: EligibilityRef,
       description: "Whether the policy snapshot lets the caller review (a matching deny rule excludes them).",
       resolve: async (r, _a, ctx) => {
-        const principal = await ctx.authz.principal();
-        return reviewerEligibility(r.matchedRules as unknown as RuleSnapshot, { userId: ctx.viewer!.userId, roleIds: principal.roleIds });
+        const [principal, snapshot] = await Promise.all([ctx.authz.principal(), loaders(ctx).snapshot.load(r)]);
+        return reviewerEligibility(snapshot, { userId: ctx.viewer!.userId, roleIds: principal.roleIds });
       },
     }),
     viewerCanVote: t.boolean({
       description: "Pending, unexpired, (approval_request, decide) held, an eligible allow rule, and no vote of the caller's yet.",
       resolve: async (r, _a, ctx) => {
-        const [workspace, votes] = await Promise.all([loaders(ctx).workspace.load(r.workspaceId), loaders(ctx).votes.load(r.id)]);
+        const [workspace, votes, snapshot] = await Promise.all([loaders(ctx).workspace.load(r.workspaceId), loaders(ctx).votes.load(r.id), loaders(ctx).snapshot.load(r)]);
         if (!workspace) return false;
-        return viewerMayDecide(ctx.authz, { ...r, workspace }, votes.map((v) => v.userId));
+        return viewerMayDecide(ctx.authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
       },
     }),
   }),

@@ -106,7 +106,7 @@ describe("built-in roles", () => {
     expect(perms("workspace-approver")).toEqual(["workspace.read", "workspace.approve", "role.read"]);
     expect(perms("workspace-runner")).toEqual(["workspace.read", "workspace.plan", "role.read"]);
     expect(perms("approval-reviewer")).toEqual(["approval_request.read", "approval_request.decide", "role.read"]);
-    expect(perms("approval-policy-manager")).toEqual(["approval_policy.read", "approval_policy.manage", "role.read"]);
+    expect(perms("approval-policy-manager")).toEqual(["approval_policy.read", "role.read"]);
   });
 
   it("no system role but admin may freeze a workspace's delivery", () => {

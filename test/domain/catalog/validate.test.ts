@@ -6,6 +6,7 @@ import {
   ACTIONS,
   compileResourcePattern,
   FAMILIES,
+  isOwnerOnly,
   isValidPermission,
   MAX_AUTHZ_GROUPS_PER_STACK,
   MAX_CUSTOM_ROLE_PERMISSIONS,
@@ -96,7 +97,8 @@ describe("Validate", () => {
     expect(codes({ resourceType: "cloud_integration", action: "update", authzGroup: "env-prod" })).toEqual([]);
     expect(codes({ resourceType: "workspace", action: "approve", authzGroup: "env-prod" })).toEqual([]);
     expect(codes({ resourceType: "approval_request", action: "decide", authzGroup: "env-prod" })).toEqual([]);
-    expect(codes({ resourceType: "approval_policy", action: "manage", authzGroup: "env-prod" })).toEqual([]);
+    expect(codes({ resourceType: "approval_policy", action: "read", authzGroup: "env-prod" })).toEqual([]);
+    expect(codes({ resourceType: "approval_policy", action: "manage", authzGroup: "env-prod" })).toEqual(["action:owner_only"]);
     expect(codes({ resourceType: "virtual_key", action: "revoke", authzGroup: "env-prod" })).toEqual([]);
     expect(codes({ resourceType: "connection", action: "update", authzGroup: "env-prod" })).toEqual([]);
   });
@@ -163,6 +165,7 @@ describe("Validate", () => {
     const glob = i.resourcePattern ?? "";
     const group = i.authzGroup ?? "";
     if (!isValidPermission(i.resourceType, i.action)) return false;
+    if (isOwnerOnly(i.resourceType, i.action)) return false; // no role can grant it
     if (/[\u0000-\u001f\u007f-\u009f]/.test(glob) || Array.from(glob).length > MAX_RESOURCE_PATTERN_LENGTH) return false;
     const targeted = !/^\**$/.test(glob);
     const family = RESOURCE_TYPES.find((r) => r === i.resourceType);
