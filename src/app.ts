@@ -163,14 +163,24 @@ export function createApp(deps: AppDeps) {
           socket: ctx.extra.socket,
           params,
           connectionParams: ctx.connectionParams,
+          // POST: a socket carries mutations too (yoga refuses mutations on a GET request).
           request: new Request("http://localhost/graphql", {
+            method: "POST",
             headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
           }),
         });
+        // A syntax error is the client's: answered as an error message, not a closed socket.
+        let parsed;
+        try {
+          parsed = parse(params.query);
+        } catch (error) {
+          if (error instanceof GraphQLError) return [error];
+          throw error;
+        }
         const args = {
           schema: s,
           operationName: params.operationName,
-          document: parse(params.query),
+          document: parsed,
           variableValues: params.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },
