@@ -15,6 +15,7 @@ import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import type { Config } from "./infra/config.js";
+import { readBodyWithinLimit } from "./infra/body-limit.js";
 import type { Database } from "./infra/db.js";
 import type { EventBus } from "./infra/events.js";
 import type { Logger } from "./infra/logger.js";
@@ -147,10 +148,12 @@ export function createApp(deps: AppDeps) {
     }
     const extra = services.http?.(req, res, url);
     if (extra && (await extra)) return;
+    if (url.pathname === yoga.graphqlEndpoint && !(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return;
     return yoga.requestListener(req, res);
   });
 
-  const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
+  // A message over the body limit closes the socket with 1009 (message too big) before parsing.
+  const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
   const wsCleanup = useServer(
     {
       // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
