@@ -79,6 +79,13 @@ describe("the /graphql request body is capped (COUNTERSIGN_MAX_BODY_BYTES, 1 MiB
     expect(chunked.json.data.viewer.id).toBe(org.adminId);
   });
 
+  it("an empty POST body gets the ordinary GraphQL error, not a hang", async () => {
+    const res = await fetch(`${baseUrl}/graphql`, { method: "POST", headers: { "content-type": "application/json" }, body: "" });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(res.status).toBeLessThan(500);
+    expect(((await res.json()) as any).errors.length).toBeGreaterThan(0);
+  });
+
   it("the server keeps serving after refusing a body", async () => {
     await postChunked(baseUrl, bodyOf(3 * MiB));
     const res = await t.gql("{ viewer { id } }", {}, org.adminToken);
