@@ -6,25 +6,25 @@
 //
 // A Pothos plugin listed after ErrorsPlugin: its ValidationError (naming the argument's path)
 // becomes the mutation's typed `ValidationError` result; queries and subscriptions answer it
-// as a top-level error with code VALIDATION_FAILED (app.ts keeps AppError codes). Never a
-// resolver, never PostgreSQL: a NUL cannot reach the database to fail as "Unexpected error".
+// as a top-level error with code VALIDATION_FAILED (app.ts keeps AppError codes). No resolver
+// runs and nothing reaches PostgreSQL, so a NUL can no longer fail there as "Unexpected error".
 import SchemaBuilder, { BasePlugin, type PothosOutputFieldConfig, type SchemaTypes } from "@pothos/core";
 import {
   getArgumentValues,
   getNamedType,
   getNullableType,
-  isInterfaceType,
-  isObjectType,
-  Kind,
-  type GraphQLNamedType,
-  type SelectionSetNode,
   isInputObjectType,
+  isInterfaceType,
   isListType,
+  isObjectType,
   isScalarType,
+  Kind,
   type GraphQLArgument,
   type GraphQLFieldResolver,
   type GraphQLInputType,
+  type GraphQLNamedType,
   type GraphQLResolveInfo,
+  type SelectionSetNode,
 } from "graphql";
 import { textProblem, type TextKind } from "../../domain/text.js";
 import { ValidationError, type FieldIssue } from "../../errors.js";
