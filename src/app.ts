@@ -15,6 +15,7 @@ import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import type { Config } from "./infra/config.js";
+import { readBodyWithinLimit } from "./infra/body-limit.js";
 import type { Database } from "./infra/db.js";
 import type { EventBus } from "./infra/events.js";
 import type { Logger } from "./infra/logger.js";
@@ -147,10 +148,12 @@ export function createApp(deps: AppDeps) {
     }
     const extra = services.http?.(req, res, url);
     if (extra && (await extra)) return;
+    if (url.pathname === yoga.graphqlEndpoint && !(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return;
     return yoga.requestListener(req, res);
   });
 
-  const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
+  // A message over the body limit closes the socket with 1009 (message too big) before parsing.
+  const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
   const wsCleanup = useServer(
     {
       // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
@@ -163,14 +166,24 @@ export function createApp(deps: AppDeps) {
           socket: ctx.extra.socket,
           params,
           connectionParams: ctx.connectionParams,
+          // POST: a socket carries mutations too (yoga refuses mutations on a GET request).
           request: new Request("http://localhost/graphql", {
+            method: "POST",
             headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
           }),
         });
+        // A syntax error is the client's: answered as an error message, not a closed socket.
+        let parsed;
+        try {
+          parsed = parse(params.query);
+        } catch (error) {
+          if (error instanceof GraphQLError) return [error];
+          throw error;
+        }
         const args = {
           schema: s,
           operationName: params.operationName,
-          document: parse(params.query),
+          document: parsed,
           variableValues: params.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },

@@ -7,7 +7,7 @@ import {
   type ApprovalPolicy,
   type ApprovalRule,
 } from "../domain/approvals/policy.js";
-import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
+import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors.js";
 import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
@@ -96,6 +96,37 @@ function rulesOrThrow(rules: unknown[]): ApprovalRule[] {
   );
 }
 
+/**
+ * Every role and user a rule names exists in the caller's organization (a custom role of it that
+ * is not deleted, or a built-in role; a member of it): a rule naming anything else could never
+ * match. Unknown and another organization's ids get the same answer, so nothing leaks.
+ */
+async function principalsOrThrow(db: Database, orgId: string, rules: readonly ApprovalRule[]): Promise<void> {
+  const roleIds = [...new Set(rules.flatMap((r) => r.roles))];
+  const userIds = [...new Set(rules.flatMap((r) => r.userIds))];
+  const [roles, members] = await Promise.all([
+    roleIds.length === 0
+      ? []
+      : db.prisma.role.findMany({
+          where: { id: { in: roleIds }, deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] },
+          select: { id: true },
+        }),
+    userIds.length === 0 ? [] : db.prisma.membership.findMany({ where: { orgId, userId: { in: userIds } }, select: { userId: true } }),
+  ]);
+  const knownRoles = new Set(roles.map((r) => r.id));
+  const knownUsers = new Set(members.map((m) => m.userId));
+  const issues: FieldIssue[] = [];
+  rules.forEach((rule, i) => {
+    rule.roles.forEach((id, j) => {
+      if (!knownRoles.has(id)) issues.push({ field: `input.rules.${i}.roleIds.${j}`, code: "unknown_role", message: "No role of this organization has this id." });
+    });
+    rule.userIds.forEach((id, j) => {
+      if (!knownUsers.has(id)) issues.push({ field: `input.rules.${i}.userIds.${j}`, code: "unknown_user", message: "No member of this organization has this id." });
+    });
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
 function setOrThrow(policies: ApprovalPolicy[], index: number): void {
   const issues = validateApprovalPolicySet(policies).filter((issue) => issue.path[0] === index);
   if (issues.length === 0) return;
@@ -162,6 +193,7 @@ export async function createApprovalPolicy({ db, authz, events }: Deps, raw: unk
   const rules = rulesOrThrow(input.rules);
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
   await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  await principalsOrThrow(db, workspace.orgId, rules);
   try {
     const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
       await lockWorkspace(tx, workspace.id);
@@ -188,6 +220,7 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
   const current = await findPolicyInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, current.workspaceId);
   await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  if (rules !== undefined) await principalsOrThrow(db, workspace.orgId, rules);
   try {
     const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
       await lockWorkspace(tx, workspace.id);

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
-import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
+import { AppError, ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { parseInput } from "../services/stacks.js";
@@ -33,7 +33,11 @@ export async function findReadableRequest({ db, authz }: Omit<Deps, "events">, i
 
 /** Like findReadableRequest, but null instead of an error (subscriptions re-check on every event). */
 export async function readableRequestOrNull(deps: Omit<Deps, "events">, id: string) {
-  return findReadableRequest(deps, id).catch(() => null);
+  // Only "not visible" becomes null; a failed read is an error, not a silent empty answer.
+  return findReadableRequest(deps, id).catch((error: unknown) => {
+    if (error instanceof AppError) return null;
+    throw error;
+  });
 }
 
 /**

@@ -7,6 +7,7 @@ import { migrate } from "../infra/migrate.js";
 import { createOrganizationWithAdmin, findOrCreateUser, issueToken } from "../services/accounts.js";
 import { reconcileSystemRoles, systemRoleId } from "../services/system-roles.js";
 import { SYSTEM_ROLE_KEYS } from "../domain/catalog/index.js";
+import { terminalSafe } from "./terminal.js";
 
 export const ADMIN_USAGE = `countersign admin <command> [options]   (talks to the database directly)
 
@@ -55,7 +56,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
     strict: true,
   });
   const print = (result: Record<string, unknown>) =>
-    console.log(values.json ? JSON.stringify(result) : Object.entries(result).map(([k, v]) => `${k}: ${v}`).join("\n"));
+    console.log(terminalSafe(values.json ? JSON.stringify(result) : Object.entries(result).map(([k, v]) => `${k}: ${v}`).join("\n")));
   try {
     if (command === "create-org") {
       need(values, "name", "admin-email");
@@ -119,10 +120,10 @@ export async function runAdmin(argv: string[]): Promise<number> {
     throw new UsageError(command ? `Unknown admin command: ${command}` : "An admin command is required.");
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`${(error as Error).message}\n\n${ADMIN_USAGE}`);
+      console.error(terminalSafe(`${(error as Error).message}\n\n${ADMIN_USAGE}`));
       return 2;
     }
-    console.error(`error: ${(error as Error).message}`);
+    console.error(terminalSafe(`error: ${(error as Error).message}`));
     return 1;
   }
 }

@@ -27,6 +27,7 @@ import {
 } from "../generated/graphql/graphql.js";
 import { Api, CliError, fromMutationError, type MutationError } from "./api.js";
 import { gateText } from "./explain.js";
+import { terminalSafe } from "./terminal.js";
 
 export const EXIT = { ok: 0, error: 1, usage: 2, gateNotPassed: 3 } as const;
 
@@ -88,7 +89,9 @@ const stdio: Io = {
   err: (text) => process.stderr.write(`${text}\n`),
 };
 
-export async function run(argv: string[], io: Io = stdio, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function run(argv: string[], rawIo: Io = stdio, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  // The output layer: every line written, data and errors alike, is made terminal-safe.
+  const io: Io = { out: (text) => rawIo.out(terminalSafe(text)), err: (text) => rawIo.err(terminalSafe(text)) };
   let positionals: string[];
   let options: Options;
   try {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER, RESUME_PATH, type Gateway, type GatewayResponse } from "./gateway.js";
+import { jsonTextProblem } from "../domain/text.js";
 
 /**
  * The gateway's HTTP surface, for node:http servers: `POST <toolsPath>` takes a JSON-RPC
@@ -32,7 +33,7 @@ export function createGatewayHttpHandler(gateway: Gateway, options: GatewayHttpO
     }
     const body = await readJson(req, maxBodyBytes);
     if (!body.ok) {
-      send(res, { status: body.status, headers: {}, body: { error: body.error } });
+      send(res, { status: body.status, headers: {}, body: { error: body.error, ...body.detail } });
       return true;
     }
     const header = (name: string) => {
@@ -61,7 +62,7 @@ function send(res: ServerResponse, response: GatewayResponse): void {
 async function readJson(
   req: IncomingMessage,
   limit: number,
-): Promise<{ ok: true; value: unknown } | { ok: false; status: number; error: string }> {
+): Promise<{ ok: true; value: unknown } | { ok: false; status: number; error: string; detail?: Record<string, string> }> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -70,9 +71,14 @@ async function readJson(
     if (size > limit) return { ok: false, status: 413, error: "payload_too_large" };
     chunks.push(buffer);
   }
+  let value: unknown;
   try {
-    return { ok: true, value: JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown };
+    value = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
   } catch {
     return { ok: false, status: 400, error: "invalid_json" };
   }
+  // The one storable-text rule (src/domain/text.ts): a held call must be storable as jsonb.
+  const found = jsonTextProblem(value);
+  if (found) return { ok: false, status: 400, error: "unstorable_text", detail: { path: found.path.join("."), message: found.problem.message } };
+  return { ok: true, value };
 }

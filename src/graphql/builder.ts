@@ -3,7 +3,9 @@ import ErrorsPlugin from "@pothos/plugin-errors";
 import PrismaPlugin from "@pothos/plugin-prisma";
 import RelayPlugin from "@pothos/plugin-relay";
 import ScopeAuthPlugin from "@pothos/plugin-scope-auth";
-import { GraphQLError } from "graphql";
+import { GraphQLError, valueFromASTUntyped } from "graphql";
+import StorableTextPlugin from "./plugins/storable-text.js";
+import { jsonTextProblem } from "../domain/text.js";
 import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
 import type { Context } from "./context.js";
@@ -25,7 +27,8 @@ export const builder = new SchemaBuilder<{
     JSON: { Input: unknown; Output: unknown };
   };
 }>({
-  plugins: [ScopeAuthPlugin, ErrorsPlugin, PrismaPlugin, RelayPlugin],
+  // StorableTextPlugin after ErrorsPlugin: its ValidationError becomes a mutation's typed result.
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, StorableTextPlugin, PrismaPlugin, RelayPlugin],
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: (ctx) => ({
@@ -71,8 +74,24 @@ builder.scalarType("DateTime", {
   },
 });
 
+/**
+ * A JSON input is checked like every other input (src/domain/text.ts): object keys are
+ * identifiers, string values cannot carry NUL or an unpaired surrogate (jsonb cannot store
+ * them). As a variable or as an inline literal alike. (A JSON request body cannot carry NaN,
+ * Infinity or undefined, so the value is otherwise plain JSON already.)
+ */
+function parseJson(value: unknown): unknown {
+  const found = jsonTextProblem(value);
+  if (found) {
+    const where = found.path.length ? ` at ${found.path.join(".")}` : "";
+    throw new GraphQLError(`JSON value${where}: ${found.problem.message}`, { extensions: { code: "BAD_USER_INPUT" } });
+  }
+  return value;
+}
+
 builder.scalarType("JSON", {
   description: "Arbitrary JSON.",
   serialize: (value) => value,
-  parseValue: (value) => value,
+  parseValue: parseJson,
+  parseLiteral: (node, variables) => parseJson(valueFromASTUntyped(node, variables ?? undefined)),
 });

@@ -28,6 +28,8 @@ const EnvSchema = z.object({
   /** Pending stream entries idle this long are reclaimed from a crashed consumer. */
   COUNTERSIGN_INGEST_CLAIM_IDLE_MS: z.coerce.number().int().positive().default(60_000),
   COUNTERSIGN_SEED_DEMO: z.enum(["auto", "never"]).default("auto"),
+  /** The largest /graphql request body and WebSocket message, in bytes (HTTP 413 / close 1009). */
+  COUNTERSIGN_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
   PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   HOST: z.string().default("0.0.0.0"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -63,6 +65,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     deliveryIntervalMs: e.COUNTERSIGN_DELIVERY_INTERVAL_MS,
     ingestClaimIdleMs: e.COUNTERSIGN_INGEST_CLAIM_IDLE_MS,
     seedDemo: e.COUNTERSIGN_SEED_DEMO,
+    maxBodyBytes: e.COUNTERSIGN_MAX_BODY_BYTES,
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ConflictError, NotFoundError } from "../errors.js";
 import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, rolesPerBindingOrThrow, type RoleDeps } from "./roles.js";
 import { parseInput } from "./stacks.js";
+import { DisplayName, KeyText } from "./input-rules.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import type { Database } from "../infra/db.js";
 
@@ -9,7 +10,7 @@ const SOURCE = (action: "read" | "create" | "update" | "delete" | "sync") =>
   ({ resourceType: "identity_source", action, matchValue: null, groups: null }) as const;
 const ASSIGN = { resourceType: "role", action: "assign", matchValue: null, groups: null } as const;
 
-const GroupKey = z.string().min(1, "A group key is required.").max(256, "A group key is at most 256 characters.");
+const GroupKey = KeyText("A group key");
 
 async function findSource(db: Database, orgId: string, id: string) {
   const source = await db.prisma.identitySource.findFirst({ where: { id, orgId } });
@@ -19,8 +20,9 @@ async function findSource(db: Database, orgId: string, id: string) {
 
 export async function createIdentitySource({ db, authz }: RoleDeps, raw: unknown) {
   const input = parseInput(
-    z.object({ name: z.string().min(1).max(100), kind: z.enum(["saml", "oidc", "scim"]).default("saml") }),
+    z.object({ name: DisplayName, kind: z.enum(["saml", "oidc", "scim"]).default("saml") }),
     raw,
+    "", // top-level arguments (createIdentitySource(name:, kind:)), not an input object
   );
   await authz.require(SOURCE("create"));
   try {

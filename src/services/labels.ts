@@ -3,9 +3,10 @@ import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import { ValidationError } from "../errors.js";
 import { findReadableStack, stackTarget } from "./stacks.js";
+import { DisplayName } from "./input-rules.js";
 
 export const StackOutputsInput = z
-  .array(z.object({ name: z.string().min(1).max(200), value: z.unknown(), sensitive: z.boolean().default(false) }))
+  .array(z.object({ name: DisplayName, value: z.unknown(), sensitive: z.boolean().default(false) }))
   .max(500);
 
 export async function setStackOutputs(db: Database, authz: Authz, stackId: string, outputs: z.infer<typeof StackOutputsInput>) {

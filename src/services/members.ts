@@ -3,13 +3,14 @@ import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError,
 import { findOrCreateUser, issueToken } from "./accounts.js";
 import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, type RoleDeps } from "./roles.js";
 import { parseInput } from "./stacks.js";
+import { DisplayName } from "./input-rules.js";
 
 const MEMBER = (action: "read" | "create" | "update" | "delete") =>
   ({ resourceType: "member", action, matchValue: null, groups: null }) as const;
 
 export const AddMemberInput = z.object({
   email: z.string().email("Not an email address.").max(320),
-  name: z.string().min(1).max(200),
+  name: DisplayName,
   serviceAccount: z.boolean().default(false),
   roleId: z.string().optional(),
 });
@@ -72,8 +73,9 @@ export async function setSuperAdmin(deps: RoleDeps, userId: string, value: boole
 }
 
 export const CreateTokenInput = z.object({
-  name: z.string().min(1).max(100),
-  userId: z.string().optional(),
+  name: DisplayName,
+  /** Absent means the caller; an empty id is never the caller, it is refused. */
+  userId: z.string().min(1, "A user id is required when userId is given.").optional(),
   expiresAt: z.date().optional(),
 });
 

@@ -86,16 +86,14 @@ export async function updateRole(
   { db, authz, events }: RoleDeps,
   input: { id: string; name?: string | null; description?: string | null; permissions?: PermissionInput[] | null },
 ) {
+  // The input first: a name that can never be right is refused before any lookup.
+  const keyed = input.name != null ? roleKeyFromName(input.name) : null;
+  if (keyed && !keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
   await authz.require(ROLE("update"));
   const orgId = authz.viewer!.orgId;
   const role = await findRole(db, orgId, input.id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be edited.`);
-  let name = role.name;
-  if (input.name != null) {
-    const keyed = roleKeyFromName(input.name);
-    if (!keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
-    name = keyed.name;
-  }
+  const name = keyed?.ok ? keyed.name : role.name;
   const permissions = input.permissions ? permissionsOrThrow(input.permissions) : null;
   const updated = await db.prisma.$transaction(async (tx) => {
     if (permissions) {

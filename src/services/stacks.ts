@@ -40,7 +40,7 @@ export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix = "in
   if (result.success) return result.data;
   throw new ValidationError(
     result.error.issues.map((issue) => ({
-      field: [prefix, ...issue.path.map(String)].join("."),
+      field: [...(prefix ? [prefix] : []), ...issue.path.map(String)].join("."),
       code: issue.code,
       message: issue.message,
     })),

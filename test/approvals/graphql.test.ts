@@ -93,7 +93,7 @@ describe("approval policies", () => {
     expect(bad.data.createApprovalPolicy).toMatchObject({ __typename: "ValidationError", issues: [{ field: "input.rules.0.tools" }] });
     const denyCount = await w.t.gql(CREATE_POLICY, { input: { workspaceId: w.workspace.id, name: "bad2", rules: [{ id: "r2", effect: "DENY", tools: ["*"], environments: ["*"], roleIds: [REVIEWER_ROLE], count: 2 }] } }, admin());
     expect(denyCount.data.createApprovalPolicy.issues[0].field).toBe("input.rules.0.count");
-    const dupe = await w.t.gql(CREATE_POLICY, { input: { workspaceId: w.workspace.id, name: "dupe", rules: [{ id: "prod-github-two", effect: "ALLOW", tools: ["x"], environments: ["prod"], userIds: ["u"] }] } }, admin());
+    const dupe = await w.t.gql(CREATE_POLICY, { input: { workspaceId: w.workspace.id, name: "dupe", rules: [{ id: "prod-github-two", effect: "ALLOW", tools: ["x"], environments: ["prod"], userIds: [w.reviewers[0]!.userId] }] } }, admin());
     expect(dupe.data.createApprovalPolicy).toMatchObject({ __typename: "ValidationError", issues: [{ field: "input.rules.0.id" }] });
     expect(await w.db.prisma.approvalPolicy.count({ where: { workspaceId: w.workspace.id } })).toBe(1);
   });

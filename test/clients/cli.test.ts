@@ -111,6 +111,21 @@ describe("countersign CLI", { timeout: 60_000 }, () => {
     expect(w.openPlans.map((p) => p.id)).toEqual([s.planId]);
   });
 
+  it("control characters stored before the input rules are printed escaped, never raw; --json still parses to the stored value", async () => {
+    const seeded = await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: s.workspaceId } });
+    const name = `evil-\u001b[2J-\u009b31m-\u202e-${seeded.id.slice(0, 6)}`;
+    await t.db.prisma.workspace.create({ data: { orgId: seeded.orgId, stackId: seeded.stackId, name, environment: "prod\r" } });
+    const text = await cli(["workspaces"], s.admin.token);
+    exits(text, 0);
+    expect(text.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+    expect(text.stdout).toContain("evil-\\u001b[2J-\\u009b31m-\\u202e-");
+    const json = await cli(["workspaces", "--json"], s.admin.token);
+    exits(json, 0);
+    expect(json.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+    const list = JSON.parse(json.stdout) as Array<{ name: string; environment: string }>;
+    expect(list.find((w) => w.name === name)).toMatchObject({ name, environment: "prod\r" });
+  });
+
   it("gate explains what is missing and from whom, exiting 3 until it passes; approve makes it pass (exit 0)", async () => {
     const [held, heldJson] = await Promise.all([cli(["gate", s.planId], s.admin.token), cli(["gate", s.planId, "--json"], s.admin.token)]);
     exits(held, 3);

@@ -17,6 +17,7 @@ import {
 } from "./matrix.js";
 import { compileResourcePattern } from "./pattern.js";
 import { SYSTEM_ROLE_KEYS } from "./system-roles.js";
+import { isStorableText } from "../text.js";
 
 export type { Permission } from "./matrix.js";
 
@@ -66,9 +67,9 @@ export type PermissionResult =
   | { readonly ok: true; readonly permission: Permission }
   | { readonly ok: false; readonly issues: readonly PermissionIssue[] };
 
-// Names can never contain control characters, and PostgreSQL text cannot hold NUL or a lone
-// surrogate (not encodable as UTF-8): reject them here rather than fail at the INSERT.
-const UNSTORABLE = /[\p{Cc}]|[\uD800-\uDFFF]/u;
+// Names and patterns are identifiers: no control characters, no NUL, no lone surrogate
+// (the one rule, src/domain/text.ts); rejected here rather than at the INSERT.
+const unstorable = (s: string) => !isStorableText(s, "identifier");
 
 function codePointLength(s: string): number {
   let n = 0;
@@ -125,7 +126,7 @@ export function validatePermission(input: PermissionInput): PermissionResult {
 
   // ── Name pattern ──
   let resourcePattern = "";
-  if (UNSTORABLE.test(glob)) {
+  if (unstorable(glob)) {
     issues.push({
       field: "resourcePattern",
       code: "invalid_pattern",
@@ -367,7 +368,7 @@ export function roleKeyFromName(rawName: string): RoleKeyResult {
   if (codePointLength(name) > MAX_ROLE_NAME_LENGTH) {
     return fail("name_too_long", `A role name is at most ${MAX_ROLE_NAME_LENGTH} characters.`);
   }
-  if (UNSTORABLE.test(name)) return fail("invalid_name", "A role name cannot contain control characters.");
+  if (unstorable(name)) return fail("invalid_name", "A role name cannot contain control characters.");
 
   const folded = name
     .normalize("NFKD")

@@ -1,3 +1,5 @@
+import { isStorableText } from "../text.js";
+
 // Terraform address globs — the one place the matching rule lives.
 //
 // Seed, "Scoping resources": "An address pattern is a glob over Terraform addresses where *
@@ -95,8 +97,6 @@ export type AddressPatternValidation =
   | { readonly ok: true; readonly pattern: string }
   | { readonly ok: false; readonly issues: readonly string[] };
 
-// C0 controls, DEL, C1 controls, and the Unicode line/paragraph separators.
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/u;
 
 /**
  * Write-time validation of a pattern (a policy's `addressPatterns` entry):
@@ -114,7 +114,7 @@ export function validateAddressPattern(pattern: unknown): AddressPatternValidati
   if (pattern.length > MAX_ADDRESS_PATTERN_LENGTH) {
     issues.push(`must be at most ${MAX_ADDRESS_PATTERN_LENGTH} characters (got ${pattern.length})`);
   }
-  if (CONTROL_CHARACTER.test(pattern)) issues.push("must not contain control characters");
+  if (!isStorableText(pattern, "identifier")) issues.push("must not contain control characters");
   if (pattern.length > 0 && pattern.trim() !== pattern) {
     issues.push("must not start or end with whitespace");
   }

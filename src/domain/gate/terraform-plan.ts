@@ -37,6 +37,7 @@
 //   not converge) is passed through when present, with `format_version` and `terraform_version`.
 
 import { CHANGE_ACTIONS, isChangeAction, type ChangeAction, type PlanChange } from "./types.js";
+import { isStorableText } from "../text.js";
 
 export const MAX_PLAN_CHANGES = 10_000;
 export const MAX_RESOURCE_CHANGE_ENTRIES = 100_000;
@@ -85,14 +86,13 @@ export function mapTerraformActions(actions: readonly string[]): ChangeAction | 
   return undefined;
 }
 
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/u;
 
 /** Null when `address` is acceptable, else why not. */
 export function resourceAddressProblem(address: unknown): string | null {
   if (typeof address !== "string") return "must be a string";
   if (address.length === 0) return "must not be empty";
   if (address.length > MAX_ADDRESS_LENGTH) return `must be at most ${MAX_ADDRESS_LENGTH} characters (got ${address.length})`;
-  if (CONTROL_CHARACTER.test(address)) return "must not contain control characters";
+  if (!isStorableText(address, "identifier")) return "must not contain control characters";
   if (address.trim() !== address) return "must not start or end with whitespace";
   return null;
 }

@@ -348,7 +348,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     args: { input: t.arg({ type: CreateTokenInput, required: true }) },
     resolve: (_r, { input }, ctx) =>
-      createApiToken(deps(ctx), { name: input.name, userId: input.userId ? String(input.userId) : undefined, expiresAt: input.expiresAt ?? undefined }),
+      createApiToken(deps(ctx), { name: input.name, userId: input.userId != null ? String(input.userId) : undefined, expiresAt: input.expiresAt ?? undefined }),
   }),
   revokeApiToken: t.prismaField({
     type: "ApiToken",

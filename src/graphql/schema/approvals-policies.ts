@@ -1,6 +1,8 @@
 import { clean } from "./input.js";
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
+import { notFoundAsNull } from "./workspace.js";
+import { PermissionDeniedError } from "../../errors.js";
 import type { ApprovalRule } from "../../domain/approvals/policy.js";
 import {
   createApprovalPolicy,
@@ -119,7 +121,10 @@ builder.queryFields((t) => ({
     nullable: true,
     authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _root, args, ctx) => findReadablePolicy(ctx, String(args.id)).catch(() => null),
+    resolve: (_q, _root, args, ctx) => findReadablePolicy(ctx, String(args.id)).catch((error: unknown) =>
+        // Not readable is not visible: null, like a missing one; anything else is a real error.
+        error instanceof PermissionDeniedError ? null : notFoundAsNull(error),
+      ),
   }),
 }));
 

@@ -1,6 +1,7 @@
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
+import { notFoundAsNull } from "./workspace.js";
 import {
   createStack,
   deleteStack,
@@ -70,7 +71,7 @@ builder.queryFields((t) => ({
     nullable: true,
     authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_query, _root, args, ctx) => findReadableStack(ctx.db, ctx.authz, String(args.id)).catch(() => null),
+    resolve: async (_query, _root, args, ctx) => findReadableStack(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull),
   }),
   stacks: t.field({
     type: StackConnection,

@@ -1,0 +1,161 @@
+// One boundary for storable text: every String and ID argument of every field of an operation
+// (the root field's and every nested field's), at any depth of its input objects and lists,
+// whether it came as a variable or as an inline literal, over HTTP or graphql-ws. It reads the
+// coerced arguments, so it sees exactly what a resolver would; it runs before the root resolver.
+// JSON arguments are checked by the JSON scalar itself (builder.ts), with the same rule.
+//
+// A Pothos plugin listed after ErrorsPlugin: its ValidationError (naming the argument's path)
+// becomes the mutation's typed `ValidationError` result; queries and subscriptions answer it
+// as a top-level error with code VALIDATION_FAILED (app.ts keeps AppError codes). No resolver
+// runs and nothing reaches PostgreSQL, so a NUL can no longer fail there as "Unexpected error".
+import SchemaBuilder, { BasePlugin, type PothosOutputFieldConfig, type SchemaTypes } from "@pothos/core";
+import {
+  getArgumentValues,
+  getNamedType,
+  getNullableType,
+  isInputObjectType,
+  isInterfaceType,
+  isListType,
+  isObjectType,
+  isScalarType,
+  Kind,
+  type GraphQLArgument,
+  type GraphQLFieldResolver,
+  type GraphQLInputType,
+  type GraphQLNamedType,
+  type GraphQLResolveInfo,
+  type SelectionSetNode,
+} from "graphql";
+import { textProblem, type TextKind } from "../../domain/text.js";
+import { ValidationError, type FieldIssue } from "../../errors.js";
+
+/**
+ * String inputs that are free text (tab and newlines allowed). Every other String, and every
+ * ID, is an identifier: a new field is strict until it is listed here.
+ */
+export const FREE_TEXT_FIELDS: ReadonlySet<string> = new Set(["description", "comment"]);
+
+/** The rule a String/ID input named `name` follows; null for other scalars (JSON checks itself). */
+export function textKindOf(scalar: string, name: string): TextKind | null {
+  if (scalar === "ID") return "identifier";
+  if (scalar === "String") return FREE_TEXT_FIELDS.has(name) ? "text" : "identifier";
+  return null;
+}
+
+function walk(value: unknown, type: GraphQLInputType, name: string, path: string, issues: FieldIssue[]): void {
+  if (value === null || value === undefined) return;
+  const inner = getNullableType(type);
+  if (isListType(inner)) {
+    if (!Array.isArray(value)) return walk(value, inner.ofType, name, path, issues);
+    value.forEach((item, i) => walk(item, inner.ofType, name, `${path}.${i}`, issues));
+    return;
+  }
+  if (isInputObjectType(inner)) {
+    if (typeof value !== "object") return;
+    for (const field of Object.values(inner.getFields())) {
+      walk((value as Record<string, unknown>)[field.name], field.type, field.name, `${path}.${field.name}`, issues);
+    }
+    return;
+  }
+  if (isScalarType(inner) && typeof value === "string") {
+    const kind = textKindOf(inner.name, name);
+    const problem = kind && textProblem(value, kind);
+    if (problem) issues.push({ field: path, code: problem.code, message: problem.message });
+  }
+}
+
+/** Every storable-text issue in a field's coerced arguments, each naming its dotted path. */
+export function argumentTextIssues(args: readonly GraphQLArgument[], values: Record<string, unknown>, prefix = ""): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  for (const arg of args) walk(values[arg.name], arg.type, arg.name, `${prefix}${arg.name}`, issues);
+  return issues;
+}
+
+/**
+ * The arguments of the root field and of every field selected below it (through fragments),
+ * checked before the root resolver runs: nested arguments (a relation's `after` cursor) are
+ * read by the root resolver when it plans its query, and a mutation must refuse before it
+ * writes. Nested paths start at the root field's response key: `workspace.plans.after`.
+ */
+function operationFieldIssues(args: Record<string, unknown>, info: GraphQLResolveInfo): FieldIssue[] {
+  const definition = info.parentType.getFields()[info.fieldName];
+  if (!definition) return [];
+  const issues = argumentTextIssues(definition.args, args);
+  const visitSelections = (parent: GraphQLNamedType | undefined, selectionSet: SelectionSetNode, prefix: string) => {
+    for (const selection of selectionSet.selections) {
+      if (selection.kind === Kind.FIELD) {
+        if (!parent || !(isObjectType(parent) || isInterfaceType(parent))) continue;
+        const field = parent.getFields()[selection.name.value];
+        if (!field) continue;
+        const key = `${prefix}${(selection.alias ?? selection.name).value}.`;
+        if (field.args.length > 0) {
+          let values: Record<string, unknown> | null = null;
+          try {
+            values = getArgumentValues(field, selection, info.variableValues);
+          } catch {
+            // Not coercible: execution answers that itself when it reaches the field.
+          }
+          if (values) issues.push(...argumentTextIssues(field.args, values, key));
+        }
+        if (selection.selectionSet) visitSelections(getNamedType(field.type), selection.selectionSet, key);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        const type = selection.typeCondition ? info.schema.getType(selection.typeCondition.name.value) : parent;
+        visitSelections(type ?? undefined, selection.selectionSet, prefix);
+      } else {
+        const fragment = info.fragments[selection.name.value];
+        if (fragment) visitSelections(info.schema.getType(fragment.typeCondition.name.value) ?? undefined, fragment.selectionSet, prefix);
+      }
+    }
+  };
+  for (const node of info.fieldNodes) {
+    if (node.selectionSet) visitSelections(getNamedType(definition.type), node.selectionSet, `${(node.alias ?? node.name).value}.`);
+  }
+  return issues;
+}
+
+function check(args: Record<string, unknown>, info: GraphQLResolveInfo): void {
+  const issues = operationFieldIssues(args, info);
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+const ROOT_KINDS = new Set(["Query", "Mutation", "Subscription"]);
+
+export class StorableTextPlugin<Types extends SchemaTypes> extends BasePlugin<Types> {
+  override wrapResolve(
+    resolver: GraphQLFieldResolver<unknown, Types["Context"], object>,
+    fieldConfig: PothosOutputFieldConfig<Types>,
+  ): GraphQLFieldResolver<unknown, Types["Context"], object> {
+    // Root fields check their whole operation subtree; a subscription's once, at subscribe
+    // (below), not on every event.
+    if (fieldConfig.kind !== "Query" && fieldConfig.kind !== "Mutation") return resolver;
+    return (parent, args, context, info) => {
+      check(args as Record<string, unknown>, info);
+      return resolver(parent, args, context, info);
+    };
+  }
+
+  override wrapSubscribe(
+    subscribe: GraphQLFieldResolver<unknown, Types["Context"], object> | undefined,
+    fieldConfig: PothosOutputFieldConfig<Types>,
+  ): GraphQLFieldResolver<unknown, Types["Context"], object> | undefined {
+    if (!subscribe || !ROOT_KINDS.has(fieldConfig.kind)) return subscribe;
+    return (parent, args, context, info) => {
+      check(args as Record<string, unknown>, info);
+      return subscribe(parent, args, context, info);
+    };
+  }
+}
+
+const pluginName = "storableText";
+
+declare global {
+  export namespace PothosSchemaTypes {
+    export interface Plugins<Types extends SchemaTypes> {
+      storableText: StorableTextPlugin<Types>;
+    }
+  }
+}
+
+SchemaBuilder.registerPlugin(pluginName, StorableTextPlugin);
+
+export default pluginName;
