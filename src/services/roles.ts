@@ -11,6 +11,7 @@ import type { EventBus } from "../infra/events.js";
 import type { Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { publishGateChange } from "./workspaces.js";
+import { findThenAuthorize } from "./find-then-authorize.js";
 
 const ROLE = (action: "read" | "create" | "update" | "delete" | "assign") =>
   ({ resourceType: "role", action, matchValue: null, groups: null }) as const;
@@ -86,9 +87,8 @@ export async function updateRole(
   { db, authz, events }: RoleDeps,
   input: { id: string; name?: string | null; description?: string | null; permissions?: PermissionInput[] | null },
 ) {
-  await authz.require(ROLE("update"));
+  const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, input.id), ROLE("update"));
   const orgId = authz.viewer!.orgId;
-  const role = await findRole(db, orgId, input.id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be edited.`);
   let name = role.name;
   if (input.name != null) {
@@ -123,9 +123,8 @@ export async function deleteRole(
   id: string,
   releaseReservationsOfRole: ReleaseReservationsOfRole,
 ) {
-  await authz.require(ROLE("delete"));
+  const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, id), ROLE("delete"));
   const orgId = authz.viewer!.orgId;
-  const role = await findRole(db, orgId, id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
   const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
     const { workspaceIds } = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
@@ -159,11 +158,16 @@ export async function requireMemberUser(db: Database, orgId: string, userId: str
 
 /** Direct user-role assignments are single-role: assigning replaces the user's role. */
 export async function assignRole({ db, authz, events }: RoleDeps, input: { userId: string; roleId: string }) {
-  await authz.require(ROLE("assign"));
+  const role = await findThenAuthorize(
+    authz,
+    async (orgId) => {
+      await requireMemberUser(db, orgId, input.userId);
+      return findRole(db, orgId, input.roleId);
+    },
+    ROLE("assign"),
+  );
   const orgId = authz.viewer!.orgId;
   await rejectPersonalOrg(db, orgId, "manual role assignments");
-  await requireMemberUser(db, orgId, input.userId);
-  const role = await findRole(db, orgId, input.roleId);
   const assignment = await db.prisma.roleAssignment.upsert({
     where: { orgId_userId: { orgId, userId: input.userId } },
     create: { orgId, userId: input.userId, roleId: role.id },
@@ -174,9 +178,8 @@ export async function assignRole({ db, authz, events }: RoleDeps, input: { userI
 }
 
 export async function unassignRole({ db, authz, events }: RoleDeps, userId: string) {
-  await authz.require(ROLE("assign"));
+  await findThenAuthorize(authz, (orgId) => requireMemberUser(db, orgId, userId), ROLE("assign"));
   const orgId = authz.viewer!.orgId;
-  await requireMemberUser(db, orgId, userId);
   const { count } = await db.prisma.roleAssignment.deleteMany({ where: { orgId, userId } });
   if (count) announceAuthzChange(events, orgId, "role_unassigned");
   return count > 0;
