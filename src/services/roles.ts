@@ -8,7 +8,7 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
-import type { Tx } from "./gate.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { publishGateChange } from "./workspaces.js";
 import { findThenAuthorize } from "./find-then-authorize.js";
@@ -127,7 +127,11 @@ export async function deleteRole(
   const orgId = authz.viewer!.orgId;
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
   const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
-    const { workspaceIds } = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    // Policies naming the role keep naming it (a tombstone: the requirement stays unsatisfiable,
+    // like a role with no members) and get a revision recording who deleted it.
+    const policyWorkspaceIds = await reviseApproverPoliciesOfDeletedRole(tx, role, authz.viewer!.userId);
+    const released = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    const workspaceIds = [...new Set([...policyWorkspaceIds, ...released.workspaceIds])];
     await tx.roleAssignment.deleteMany({ where: { roleId: role.id } });
     const attachments = await tx.identityGroupBindingRole.findMany({ where: { roleId: role.id } });
     await tx.identityGroupBindingRole.deleteMany({ where: { roleId: role.id } });
@@ -135,7 +139,6 @@ export async function deleteRole(
     if (bindingIds.length) {
       await tx.identityGroupBinding.deleteMany({ where: { id: { in: bindingIds }, roles: { none: {} } } });
     }
-    await tx.policyApprover.deleteMany({ where: { roleId: role.id } });
     await tx.rolePermission.deleteMany({ where: { roleId: role.id } });
     const deleted = await tx.role.update({
       where: { id: role.id },
@@ -143,10 +146,37 @@ export async function deleteRole(
       data: { deletedAt: new Date(), key: `${role.key}~deleted~${role.id.slice(0, 8)}` },
     });
     return { deleted, workspaceIds };
-  });
+  }, LOCKING_TX_OPTIONS);
   announceAuthzChange(events, orgId, "role_deleted");
   publishGateChange(events, orgId, workspaceIds, "role_deleted");
   return deleted;
+}
+
+/** The org's resource policies whose requirements name the role as approver, by name. */
+export function policiesNamingRoleWhere(orgId: string, roleId: string) {
+  return { orgId, requirements: { some: { approvers: { some: { roleId } } } } };
+}
+
+/**
+ * Seed 000: a named approver that disappears must keep blocking. The approver rows stay (the
+ * role row is kept, soft-deleted, with no members), and each policy naming the role gets a new
+ * revision: bumped, updatedAt, the deleting admin, and the note "deleted role <name>". The
+ * policies' workspaces are locked first, so no apply is halfway through its check meanwhile.
+ */
+async function reviseApproverPoliciesOfDeletedRole(tx: Tx, role: { id: string; orgId: string | null; name: string }, userId: string) {
+  if (!role.orgId) return [];
+  const policies = await tx.resourcePolicy.findMany({
+    where: policiesNamingRoleWhere(role.orgId, role.id),
+    select: { id: true, workspaces: { select: { workspaceId: true } } },
+  });
+  if (policies.length === 0) return [];
+  const workspaceIds = [...new Set(policies.flatMap((p) => p.workspaces.map((w) => w.workspaceId)))];
+  await lockWorkspaces(txSql(tx), workspaceIds);
+  await tx.resourcePolicy.updateMany({
+    where: { id: { in: policies.map((p) => p.id) } },
+    data: { revision: { increment: 1 }, updatedById: userId, changeNote: `deleted role ${role.name}`, updatedAt: new Date() },
+  });
+  return workspaceIds;
 }
 
 /** The user's membership of the org (active or not), or NotFoundError("Member"). */
