@@ -216,9 +216,11 @@ function allFourRequirements(given: RequirementValue[]): RequirementValue[] {
 export async function createResourcePolicy({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(CreateResourcePolicyInput, raw);
   await authz.requireMember();
-  await authz.require(policyTarget(input.name, "create"));
   const orgId = authz.viewer!.orgId;
+  // What the input names is looked up in the caller's org first (a foreign id is not_found,
+  // never "forbidden"), then the permission is checked.
   await validateReferences(db, orgId, input, { workspaceIds: true, assignments: true, requirements: true });
+  await authz.require(policyTarget(input.name, "create"));
   const workspaceIds = [...new Set(input.workspaceIds)];
   let policy;
   try {
