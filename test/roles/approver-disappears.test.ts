@@ -6,14 +6,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { APPROVE, PLAN, READ, memberOf, ops, person, role, seedStack, seedWorkspace } from "../gate/helpers.js";
+import { subscribe, wsClient } from "../gate/ws.js";
 
 let t: TestApp;
 let org: OrgFixture;
 let o: ReturnType<typeof ops>;
 let stackId: string;
+let base: string;
 
 beforeAll(async () => {
   t = await startTestApp();
+  base = await t.listen();
   org = await createOrg(t.db);
   o = ops(t);
   stackId = (await seedStack(t, org.orgId)).id;
@@ -136,5 +139,38 @@ describe("a named approver that disappears keeps blocking", () => {
     expect(gate.evaluation.reasons.map((r: any) => r.code)).toContain("APPROVER_LIST_MISSING");
     const applied = await o.apply(org.adminToken, plan.id);
     expect(applied.__typename).toBe("GateNotPassedError");
+  });
+});
+
+describe("the live gate", () => {
+  it("a planGate subscriber sees the gate close when the named role that passed it is deleted", async () => {
+    const ws = await seedWorkspace(t, org.orgId, stackId);
+    const named = await role(t, org.orgId, "live-named", [READ]);
+    const approver = await memberOf(t, org.orgId, named.id, "lina");
+    await o.policy(org.adminToken, {
+      workspaceIds: [ws.id],
+      addressPatterns: ["aws_db_instance.*"],
+      requirements: [{ action: "DELETE", count: 1, approverRoleIds: [named.id] }],
+    });
+    const planner = await person(t, org.orgId, "planner", [READ, PLAN]);
+    const plan = await o.submit(planner.token, ws.id, [{ address: "aws_db_instance.main", action: "DELETE" }]);
+    const client = wsClient(base, org.adminToken);
+    try {
+      const stream = subscribe<{ passed: boolean; version: number; evaluation: { reasons: { code: string }[] } }>(
+        client,
+        `subscription($planId: ID!) { planGate(planId: $planId) { passed version evaluation { reasons { code } } } }`,
+        { planId: plan.id },
+        (d) => d.planGate,
+      );
+      await stream.next((m) => !m.passed);
+      expect((await o.approve(approver.token, plan.id)).__typename).toBe("MutationApprovePlanSuccess");
+      const open = await stream.next((m) => m.passed);
+      expect((await gql(DELETE_ROLE, { id: named.id })).data.deleteRole.__typename).toBe("MutationDeleteRoleSuccess");
+      const closed = await stream.next((m) => !m.passed && m.version > open.version);
+      expect(closed.evaluation.reasons.map((r) => r.code)).toContain("APPROVER_LIST_MISSING");
+      stream.dispose();
+    } finally {
+      await client.dispose();
+    }
   });
 });
