@@ -8,7 +8,7 @@ let t: TestApp;
 let org: OrgFixture;
 
 const ROLE_FIELDS = `__typename ... on Error { code message } ... on ValidationError { issues { field code } }`;
-const CREATE_ROLE = `mutation($input: CreateRoleInput!) { createRole(input: $input) { ${ROLE_FIELDS} ... on MutationCreateRoleSuccess { data { id key name permissions { resourceType action resourcePattern authzGroup } } } } }`;
+const CREATE_ROLE = `mutation($input: CreateRoleInput!) { createRole(input: $input) { ${ROLE_FIELDS} ... on MutationCreateRoleSuccess { data { id key name permissions { resourceType action resourcePattern authzGroup likePattern } } } } }`;
 const UPDATE_ROLE = `mutation($input: UpdateRoleInput!) { updateRole(input: $input) { ${ROLE_FIELDS} ... on MutationUpdateRoleSuccess { data { id key name } } } }`;
 const STACKS = `{ stacks { edges { node { name } } } }`;
 const names = (res: any) => (res.data?.stacks?.edges ?? []).map((e: any) => e.node.name);
@@ -40,7 +40,8 @@ describe("custom roles (seed 004)", () => {
 
   it("compile user globs to the canonical LIKE pattern and reject a group on create", async () => {
     const role = await customRole([{ resourceType: "stack", action: "read", resourcePattern: "prod_*" }]);
-    expect(role.permissions[0].resourcePattern).toBe("prod\\_%");
+    // Read back as the glob it was written as; the stored canonical LIKE pattern is likePattern.
+    expect(role.permissions[0]).toMatchObject({ resourcePattern: "prod_*", likePattern: "prod\\_%" });
     const res = await t.gql(CREATE_ROLE, { input: { name: "Grp", permissions: [{ resourceType: "stack", action: "create", authzGroup: "env-prod" }] } }, org.adminToken);
     expect(res.data.createRole.issues[0].code).toBe("group_on_create");
   });
@@ -54,7 +55,7 @@ describe("custom roles (seed 004)", () => {
 
   it("do not auto-bundle (role, read)", async () => {
     const role = await customRole([{ resourceType: "stack", action: "read" }]);
-    expect(role.permissions).toEqual([{ resourceType: "stack", action: "read", resourcePattern: "", authzGroup: "" }]);
+    expect(role.permissions).toEqual([{ resourceType: "stack", action: "read", resourcePattern: "", authzGroup: "", likePattern: "" }]);
     const m = await addMember(t.db, org.orgId);
     await t.gql(`mutation($u: ID!, $r: ID!) { assignRole(userId: $u, roleId: $r) { __typename } }`, { u: m.userId, r: role.id }, org.adminToken);
     // Without (role, read) the role picker is closed to this member.

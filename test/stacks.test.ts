@@ -84,7 +84,7 @@ describe("stacks", () => {
         { resourceType: "stack", action: "deploy", authzGroup: "env-prod" },
       ],
     });
-    const res = await t.gql(UPDATE, { input: { id: s.id, authzGroups: ["env-prod"] } }, m.token);
+    const res = await t.gql(UPDATE, { input: { id: s.id, authzGroups: ["env-prod"], revision: 1 } }, m.token);
     expect(res.data.updateStack.missing).toEqual({ resourceType: "stack_authz_group", action: "assign", matchValue: "env-prod" });
     expect((await t.db.prisma.stack.findUniqueOrThrow({ where: { id: s.id } })).authzGroups).toEqual([]);
   });
@@ -92,7 +92,7 @@ describe("stacks", () => {
   it("removing a group also requires (stack_authz_group, assign, <name>)", async () => {
     const s = await seedStack("team-a-remove", ["team-x"]);
     const m = await addMember(t.db, org.orgId, { grants: [{ resourceType: "stack", action: "*", resourcePattern: like("team-a-*") }] });
-    const res = await t.gql(UPDATE, { input: { id: s.id, authzGroups: [] } }, m.token);
+    const res = await t.gql(UPDATE, { input: { id: s.id, authzGroups: [], revision: 1 } }, m.token);
     expect(res.data.updateStack.missing.resourceType).toBe("stack_authz_group");
   });
 
@@ -111,12 +111,12 @@ describe("stacks", () => {
   });
 
   it("changing a protected label key requires (label, update, <key>); free-form keys stay under (stack, update)", async () => {
-    await t.gql(`mutation { setProtectedLabelKeys(keys: ["env"]) { __typename } }`, {}, org.adminToken);
+    await t.gql(`mutation { setProtectedLabelKeys(keys: ["env"], revision: 1) { __typename } }`, {}, org.adminToken);
     const s = await seedStack("team-a-labels", [], { labels: { env: "dev", owner: "x" } });
     const m = await addMember(t.db, org.orgId, { grants: [{ resourceType: "stack", action: "*", resourcePattern: like("team-a-*") }] });
-    const free = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "dev", owner: "y" } } }, m.token);
+    const free = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "dev", owner: "y" }, revision: 1 } }, m.token);
     expect(free.data.updateStack.__typename).toBe("MutationUpdateStackSuccess");
-    const guarded = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "prod", owner: "y" } } }, m.token);
+    const guarded = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "prod", owner: "y" }, revision: 2 } }, m.token);
     expect(guarded.data.updateStack.missing).toEqual({ resourceType: "label", action: "update", matchValue: "env" });
     const m2 = await addMember(t.db, org.orgId, {
       grants: [
@@ -124,7 +124,7 @@ describe("stacks", () => {
         { resourceType: "label", action: "update", resourcePattern: "env" },
       ],
     });
-    const ok = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "prod" } } }, m2.token);
+    const ok = await t.gql(UPDATE, { input: { id: s.id, labels: { env: "prod" }, revision: 2 } }, m2.token);
     expect(ok.data.updateStack.data.labels).toEqual({ env: "prod" });
   });
 

@@ -80,7 +80,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
       try {
         const org = await orgBySlug(db, values.org!);
         const result = await db.prisma.$transaction(async (tx) => {
-          const user = await findOrCreateUser(tx, { email: values.email!, name: values.name!, isServiceAccount: values["service-account"] });
+          const user = await findOrCreateUser(tx, org.id, { email: values.email!, name: values.name!, isServiceAccount: values["service-account"] });
           await tx.membership.upsert({
             where: { orgId_userId: { orgId: org.id, userId: user.id } },
             create: { orgId: org.id, userId: user.id },
@@ -107,7 +107,8 @@ export async function runAdmin(argv: string[]): Promise<number> {
       const db = await open();
       try {
         const org = await orgBySlug(db, values.org!);
-        const user = await db.prisma.user.findUnique({ where: { email: values.email! } });
+        // The organization's member with this email (user rows belong to one organization).
+        const user = await db.prisma.user.findFirst({ where: { email: values.email!, memberships: { some: { orgId: org.id } } } });
         const membership = user && (await db.prisma.membership.findUnique({ where: { orgId_userId: { orgId: org.id, userId: user.id } } }));
         if (!user || !membership) throw new UsageError(`${values.email} is not a member of ${org.slug}.`);
         const { token } = await issueToken(db.prisma, { userId: user.id, orgId: org.id, name: values.name ?? "cli" });

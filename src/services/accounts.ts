@@ -22,11 +22,16 @@ export async function issueToken(
   return { id: row.id, token, apiToken: row };
 }
 
-/** The user with this email, created with these details if there is none (emails are unique). */
-export async function findOrCreateUser(tx: Tx, input: { email: string; name: string; isServiceAccount?: boolean }) {
+/**
+ * The organization's own user with this email, created with these details if it has none. A
+ * user row belongs to one organization: the same email in another organization is another
+ * row, so adding it never reveals that it exists elsewhere, nor that row's name or id
+ * (docs/permissions.md, "Users belong to one organization").
+ */
+export async function findOrCreateUser(tx: Tx, orgId: string, input: { email: string; name: string; isServiceAccount?: boolean }) {
   return (
-    (await tx.user.findUnique({ where: { email: input.email } })) ??
-    (await tx.user.create({ data: { email: input.email, name: input.name, isServiceAccount: input.isServiceAccount } }))
+    (await tx.user.findUnique({ where: { orgId_email: { orgId, email: input.email } } })) ??
+    (await tx.user.create({ data: { orgId, email: input.email, name: input.name, isServiceAccount: input.isServiceAccount } }))
   );
 }
 
@@ -41,7 +46,7 @@ export async function createOrganizationWithAdmin(
 ) {
   return prisma.$transaction(async (tx) => {
     const org = await tx.organization.create({ data: { name: input.orgName, slug: input.slug ?? slugify(input.orgName) } });
-    const user = await findOrCreateUser(tx, input.admin);
+    const user = await findOrCreateUser(tx, org.id, input.admin);
     await tx.membership.create({ data: { orgId: org.id, userId: user.id, isSuperAdmin: true } });
     await tx.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId("admin") } });
     const token = await issueToken(tx, { userId: user.id, orgId: org.id, name: "bootstrap", token: input.token });

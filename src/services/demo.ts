@@ -71,7 +71,7 @@ async function seedApplyGateDemo(
   aliceId: string,
   stackIds: ReadonlyMap<string, string>,
 ): Promise<DemoSeed["tokens"]> {
-  const byEmail = async (email: string) => (await prisma.user.findUniqueOrThrow({ where: { email } })).id;
+  const byEmail = async (email: string) => (await prisma.user.findFirstOrThrow({ where: { email } })).id;
   const carol = await byEmail("carol@acme.test");
   const ciBot = await byEmail("ci-bot@acme.test");
   const devops = await prisma.role.create({

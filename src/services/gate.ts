@@ -158,7 +158,12 @@ SELECT
   (SELECT coalesce(json_agg(json_build_object('a', c.address, 'x', c.action)), '[]'::json)
      FROM resource_changes c WHERE c."planId" = $1) AS changes,
   (SELECT coalesce(json_agg(json_build_object('u', a."userId", 't', extract(epoch FROM a."createdAt") * 1000)), '[]'::json)
-     FROM approvals a WHERE a."planId" = $1) AS approvals,
+     FROM approvals a
+     -- An approval counts only while its approver is an active member: a named approver who
+     -- is deactivated (or whose membership is gone) stays named, so the list keeps blocking,
+     -- but their approval no longer satisfies it.
+     JOIN memberships m ON m."orgId" = $3 AND m."userId" = a."userId" AND m."deactivatedAt" IS NULL
+    WHERE a."planId" = $1) AS approvals,
   (SELECT coalesce(json_agg(json_build_object('id', r.id, 'u', r."holderUserId", 'r', r."holderRoleId", 'p', r."placedById")), '[]'::json)
      FROM reservations r WHERE r."workspaceId" = $2 AND r."releasedAt" IS NULL) AS reservations,
   (SELECT coalesce(json_agg(json_build_object(
@@ -462,7 +467,8 @@ export async function evaluateLive(
     ...input,
     approveHolders,
     userNames: new Map([...named.users.values()].map((u) => [u.id, u.name])),
-    roleNames: new Map([...named.roles.values()].map((r) => [r.id, r.name])),
+    // A deleted role stays named (it blocks, with no members); its name says so.
+    roleNames: new Map([...named.roles.values()].map((r) => [r.id, r.deletedAt ? `${r.name} (deleted)` : r.name])),
   });
   return {
     ...snapshotHead(head),

@@ -5,6 +5,7 @@ import { parseInput } from "./stacks.js";
 import { DisplayName, KeyText } from "./input-rules.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import type { Database } from "../infra/db.js";
+import { findThenAuthorize } from "./find-then-authorize.js";
 
 const SOURCE = (action: "read" | "create" | "update" | "delete" | "sync") =>
   ({ resourceType: "identity_source", action, matchValue: null, groups: null }) as const;
@@ -16,6 +17,12 @@ async function findSource(db: Database, orgId: string, id: string) {
   const source = await db.prisma.identitySource.findFirst({ where: { id, orgId } });
   if (!source) throw new NotFoundError("IdentitySource", id);
   return source;
+}
+
+async function findBinding(db: Database, orgId: string, id: string) {
+  const binding = await db.prisma.identityGroupBinding.findFirst({ where: { id, orgId } });
+  if (!binding) throw new NotFoundError("IdentityGroupBinding", id);
+  return binding;
 }
 
 export async function createIdentitySource({ db, authz }: RoleDeps, raw: unknown) {
@@ -34,9 +41,8 @@ export async function createIdentitySource({ db, authz }: RoleDeps, raw: unknown
 }
 
 export async function deleteIdentitySource({ db, authz, events }: RoleDeps, id: string) {
-  await authz.require(SOURCE("delete"));
+  const source = await findThenAuthorize(authz, (orgId) => findSource(db, orgId, id), SOURCE("delete"));
   const orgId = authz.viewer!.orgId;
-  const source = await findSource(db, orgId, id);
   await db.prisma.$transaction([
     db.prisma.identityGroupBinding.deleteMany({ where: { identitySourceId: source.id } }),
     db.prisma.userIdentityGroup.deleteMany({ where: { identitySourceId: source.id } }),
@@ -49,12 +55,18 @@ export async function deleteIdentitySource({ db, authz, events }: RoleDeps, id: 
 /** (identity_source, group_key) attaching 1..5 roles; members of the group get their union. */
 export async function createGroupBinding({ db, authz, events }: RoleDeps, raw: unknown) {
   const input = parseInput(z.object({ identitySourceId: z.string(), groupKey: GroupKey, roleIds: z.array(z.string()) }), raw);
-  await authz.require(ASSIGN);
+  const roleIds = rolesPerBindingOrThrow(input.roleIds);
+  const source = await findThenAuthorize(
+    authz,
+    async (orgId) => {
+      const found = await findSource(db, orgId, input.identitySourceId);
+      for (const roleId of roleIds) await findRole(db, orgId, roleId);
+      return found;
+    },
+    ASSIGN,
+  );
   const orgId = authz.viewer!.orgId;
   await rejectPersonalOrg(db, orgId, "group bindings");
-  const source = await findSource(db, orgId, input.identitySourceId);
-  const roleIds = rolesPerBindingOrThrow(input.roleIds);
-  for (const roleId of roleIds) await findRole(db, orgId, roleId);
   try {
     const binding = await db.prisma.identityGroupBinding.create({
       data: { orgId, identitySourceId: source.id, groupKey: input.groupKey, roles: { create: roleIds.map((roleId) => ({ roleId })) } },
@@ -69,12 +81,17 @@ export async function createGroupBinding({ db, authz, events }: RoleDeps, raw: u
 
 export async function updateGroupBinding({ db, authz, events }: RoleDeps, raw: unknown) {
   const input = parseInput(z.object({ id: z.string(), roleIds: z.array(z.string()) }), raw);
-  await authz.require(ASSIGN);
-  const orgId = authz.viewer!.orgId;
-  const binding = await db.prisma.identityGroupBinding.findFirst({ where: { id: input.id, orgId } });
-  if (!binding) throw new NotFoundError("IdentityGroupBinding", input.id);
   const roleIds = rolesPerBindingOrThrow(input.roleIds);
-  for (const roleId of roleIds) await findRole(db, orgId, roleId);
+  const binding = await findThenAuthorize(
+    authz,
+    async (orgId) => {
+      const found = await findBinding(db, orgId, input.id);
+      for (const roleId of roleIds) await findRole(db, orgId, roleId);
+      return found;
+    },
+    ASSIGN,
+  );
+  const orgId = authz.viewer!.orgId;
   const updated = await db.prisma.$transaction(async (tx) => {
     await tx.identityGroupBindingRole.deleteMany({ where: { bindingId: binding.id } });
     await tx.identityGroupBindingRole.createMany({ data: roleIds.map((roleId) => ({ bindingId: binding.id, roleId })) });
@@ -85,10 +102,8 @@ export async function updateGroupBinding({ db, authz, events }: RoleDeps, raw: u
 }
 
 export async function deleteGroupBinding({ db, authz, events }: RoleDeps, id: string) {
-  await authz.require(ASSIGN);
+  const binding = await findThenAuthorize(authz, (orgId) => findBinding(db, orgId, id), ASSIGN);
   const orgId = authz.viewer!.orgId;
-  const binding = await db.prisma.identityGroupBinding.findFirst({ where: { id, orgId } });
-  if (!binding) throw new NotFoundError("IdentityGroupBinding", id);
   await db.prisma.identityGroupBinding.delete({ where: { id: binding.id } });
   announceAuthzChange(events, orgId, "binding_deleted");
   return binding;
@@ -103,10 +118,16 @@ export async function syncUserGroups({ db, authz, events }: RoleDeps, raw: unkno
     z.object({ identitySourceId: z.string(), userId: z.string(), groupKeys: z.array(GroupKey).max(1000) }),
     raw,
   );
-  await authz.require(SOURCE("sync"));
+  const source = await findThenAuthorize(
+    authz,
+    async (orgId) => {
+      const found = await findSource(db, orgId, input.identitySourceId);
+      await requireMemberUser(db, orgId, input.userId);
+      return found;
+    },
+    SOURCE("sync"),
+  );
   const orgId = authz.viewer!.orgId;
-  const source = await findSource(db, orgId, input.identitySourceId);
-  await requireMemberUser(db, orgId, input.userId);
   const keys = [...new Set(input.groupKeys)].sort();
   await db.prisma.$transaction([
     db.prisma.userIdentityGroup.deleteMany({ where: { identitySourceId: source.id, userId: input.userId } }),

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
-import { ValidationError } from "../errors.js";
+import { ConflictError, ValidationError } from "../errors.js";
 import { findReadableStack, stackTarget } from "./stacks.js";
 import { DisplayName } from "./input-rules.js";
 
@@ -17,14 +17,29 @@ export async function setStackOutputs(db: Database, authz: Authz, stackId: strin
 
 const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/;
 
-/** (label, create) manages the protected-key set, as a whole-set replace (seed 004, label). */
-export async function setProtectedLabelKeys(db: Database, authz: Authz, keys: string[]) {
+/**
+ * (label, create) manages the protected-key set, as a whole-set replace (seed 004, label),
+ * over the revision the caller read (required: a stale one is a ConflictError, so two editors
+ * never silently undo each other's protection).
+ */
+export async function setProtectedLabelKeys(db: Database, authz: Authz, keys: string[], revision: number) {
   await authz.require({ resourceType: "label", action: "create", matchValue: null, groups: null });
   const issues = keys.flatMap((key, i) =>
     LABEL_KEY.test(key) ? [] : [{ field: `keys.${i}`, code: "invalid_label_key", message: "Not a valid label key." }],
   );
   if (issues.length) throw new ValidationError(issues);
   const unique = [...new Set(keys)].sort();
-  const org = await db.prisma.organization.update({ where: { id: authz.viewer!.orgId }, data: { protectedLabelKeys: unique } });
-  return org.protectedLabelKeys;
+  const orgId = authz.viewer!.orgId;
+  const { count } = await db.prisma.organization.updateMany({
+    where: { id: orgId, protectedLabelKeysRevision: revision },
+    data: { protectedLabelKeys: unique, protectedLabelKeysRevision: { increment: 1 } },
+  });
+  if (count === 0) {
+    const current = await db.prisma.organization.findUniqueOrThrow({ where: { id: orgId }, select: { protectedLabelKeysRevision: true } });
+    throw new ConflictError(
+      `The protected label keys are at revision ${current.protectedLabelKeysRevision}, not ${revision}: reload them and edit again.`,
+      current.protectedLabelKeysRevision,
+    );
+  }
+  return unique;
 }

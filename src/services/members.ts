@@ -4,6 +4,7 @@ import { findOrCreateUser, issueToken } from "./accounts.js";
 import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, type RoleDeps } from "./roles.js";
 import { parseInput } from "./stacks.js";
 import { DisplayName } from "./input-rules.js";
+import { findThenAuthorize } from "./find-then-authorize.js";
 
 const MEMBER = (action: "read" | "create" | "update" | "delete") =>
   ({ resourceType: "member", action, matchValue: null, groups: null }) as const;
@@ -19,17 +20,19 @@ export const AddMemberInput = z.object({
 export async function addMember(deps: RoleDeps, raw: unknown) {
   const { db, authz, events } = deps;
   const input = parseInput(AddMemberInput, raw);
+  if (input.roleId) {
+    const roleId = input.roleId;
+    await findThenAuthorize(authz, (orgId) => findRole(db, orgId, roleId), { resourceType: "role", action: "assign", matchValue: null, groups: null });
+  }
   await authz.require(MEMBER("create"));
   const orgId = authz.viewer!.orgId;
-  if (input.roleId) {
-    await authz.require({ resourceType: "role", action: "assign", matchValue: null, groups: null });
-    await rejectPersonalOrg(db, orgId, "manual role assignments");
-    await findRole(db, orgId, input.roleId);
-  }
+  if (input.roleId) await rejectPersonalOrg(db, orgId, "manual role assignments");
   const membership = await db.prisma.$transaction(async (tx) => {
-    const user = await findOrCreateUser(tx, { email: input.email, name: input.name, isServiceAccount: input.serviceAccount });
-    const existing = await tx.membership.findUnique({ where: { orgId_userId: { orgId, userId: user.id } } });
+    // Only this organization's members are looked at: the answer is the same whether or not
+    // another organization uses the email (users belong to one organization).
+    const existing = await tx.membership.findFirst({ where: { orgId, user: { email: input.email } } });
     if (existing) throw new ConflictError(`${input.email} is already a member.`);
+    const user = await findOrCreateUser(tx, orgId, { email: input.email, name: input.name, isServiceAccount: input.serviceAccount });
     const created = await tx.membership.create({ data: { orgId, userId: user.id } });
     if (input.roleId) await tx.roleAssignment.create({ data: { orgId, userId: user.id, roleId: input.roleId } });
     return created;
@@ -38,12 +41,13 @@ export async function addMember(deps: RoleDeps, raw: unknown) {
   return membership;
 }
 
-const findMembership = (deps: RoleDeps, userId: string) => requireMemberUser(deps.db, deps.authz.viewer!.orgId, userId);
+/** The member in the caller's org (NotFoundError otherwise), then the permission. */
+const findMembership = (deps: RoleDeps, userId: string, permission: Parameters<typeof findThenAuthorize>[2] = null) =>
+  findThenAuthorize(deps.authz, (orgId) => requireMemberUser(deps.db, orgId, userId), permission);
 
 /** A deactivated member's grants stop at once (every check reads active membership). */
 export async function setMemberActive(deps: RoleDeps, userId: string, active: boolean) {
-  await deps.authz.require(MEMBER("update"));
-  const membership = await findMembership(deps, userId);
+  const membership = await findMembership(deps, userId, MEMBER("update"));
   if (!active && userId === deps.authz.viewer!.userId) {
     throw new InvalidStateError("Member", "self", "You cannot deactivate your own membership.");
   }
@@ -57,10 +61,10 @@ export async function setMemberActive(deps: RoleDeps, userId: string, active: bo
 
 /** super_admin short-circuits every check, so only a super admin grants or removes it. */
 export async function setSuperAdmin(deps: RoleDeps, userId: string, value: boolean) {
+  const membership = await findMembership(deps, userId);
   if (!(await deps.authz.isSuperAdmin())) {
     throw new PermissionDeniedError(null, "Only a super admin can grant or remove super admin.");
   }
-  const membership = await findMembership(deps, userId);
   if (!value && membership.isSuperAdmin) {
     const others = await deps.db.prisma.membership.count({
       where: { orgId: membership.orgId, isSuperAdmin: true, deactivatedAt: null, NOT: { id: membership.id } },
@@ -89,8 +93,7 @@ export async function createApiToken(deps: RoleDeps, raw: unknown) {
   await deps.authz.requireMember();
   const userId = input.userId ?? viewer.userId;
   if (userId !== viewer.userId) {
-    await deps.authz.require(MEMBER("update"));
-    const m = await findMembership(deps, userId);
+    const m = await findMembership(deps, userId, MEMBER("update"));
     if (m.deactivatedAt) throw new InvalidStateError("Member", "deactivated", "That member is deactivated.");
   }
   if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {

@@ -16,7 +16,7 @@ import type { Database } from "../infra/db.js";
 import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { parseInput, ResourceName } from "./stacks.js";
-import { usableRoleWhere } from "./roles.js";
+import { policiesNamingRoleWhere, usableRoleWhere } from "./roles.js";
 import { publishGateChange, type GateDeps } from "./workspaces.js";
 
 export const MAX_POLICY_PATTERNS = 200;
@@ -113,6 +113,12 @@ async function validateReferences(
   orgId: string,
   input: { workspaceIds: string[]; assignments: { workspaceId: string }[]; requirements: RequirementValue[] },
   fieldsPresent: { workspaceIds: boolean; assignments: boolean; requirements: boolean },
+  /**
+   * Approvers the policy names now, per action. Writing back one that has since disappeared (a
+   * deleted role, a deactivated member) keeps it: it stays named and unsatisfiable, so a
+   * read-modify-write never drops it silently; removing it is an explicit edit.
+   */
+  namedNow: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
 ): Promise<void> {
   const issues: FieldIssue[] = [];
   if (fieldsPresent.workspaceIds) {
@@ -149,18 +155,33 @@ async function validateReferences(
     const usableRoleIds = new Set(roles.map((r) => r.id));
     input.requirements.forEach((r, i) => {
       r.approverUserIds.forEach((id, j) => {
-        if (!memberIds.has(id)) {
+        if (!memberIds.has(id) && !namedNow.get(r.action)?.has(id)) {
           issues.push({ field: `input.requirements.${i}.approverUserIds.${j}`, code: "not_found", message: `${id} is not an active member of this organization.` });
         }
       });
       r.approverRoleIds.forEach((id, j) => {
-        if (!usableRoleIds.has(id)) {
+        if (!usableRoleIds.has(id) && !namedNow.get(r.action)?.has(id)) {
           issues.push({ field: `input.requirements.${i}.approverRoleIds.${j}`, code: "not_found", message: `No role ${id} in this organization.` });
         }
       });
     });
   }
   if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/** The user and role ids each requirement of the policy names now, by action. */
+async function namedApprovers(db: Database, policyId: string): Promise<Map<string, Set<string>>> {
+  const rows = await db.prisma.policyApprover.findMany({
+    where: { requirement: { policyId } },
+    select: { userId: true, roleId: true, requirement: { select: { action: true } } },
+  });
+  const named = new Map<string, Set<string>>();
+  for (const row of rows) {
+    const set = named.get(row.requirement.action) ?? new Set<string>();
+    for (const id of [row.userId, row.roleId]) if (id) set.add(id);
+    named.set(row.requirement.action, set);
+  }
+  return named;
 }
 
 async function writeRequirements(tx: Tx, policyId: string, requirements: RequirementValue[]) {
@@ -195,9 +216,11 @@ function allFourRequirements(given: RequirementValue[]): RequirementValue[] {
 export async function createResourcePolicy({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(CreateResourcePolicyInput, raw);
   await authz.requireMember();
-  await authz.require(policyTarget(input.name, "create"));
   const orgId = authz.viewer!.orgId;
+  // What the input names is looked up in the caller's org first (a foreign id is not_found,
+  // never "forbidden"), then the permission is checked.
   await validateReferences(db, orgId, input, { workspaceIds: true, assignments: true, requirements: true });
+  await authz.require(policyTarget(input.name, "create"));
   const workspaceIds = [...new Set(input.workspaceIds)];
   let policy;
   try {
@@ -209,6 +232,7 @@ export async function createResourcePolicy({ db, authz, events }: GateDeps, raw:
           name: input.name,
           description: input.description,
           addressPatterns: [...new Set(input.addressPatterns)],
+          updatedById: authz.viewer!.userId,
           workspaces: { create: workspaceIds.map((workspaceId) => ({ workspaceId })) },
         },
       });
@@ -252,6 +276,7 @@ export async function updateResourcePolicy({ db, authz, events }: GateDeps, raw:
     policy.orgId,
     { workspaceIds, assignments, requirements: input.requirements ?? [] },
     { workspaceIds: input.workspaceIds !== undefined, assignments: input.assignments !== undefined, requirements: input.requirements !== undefined },
+    input.requirements ? await namedApprovers(db, policy.id) : new Map(),
   );
   const touched = [...new Set([...before, ...workspaceIds])];
   let updated;
@@ -284,6 +309,8 @@ export async function updateResourcePolicy({ db, authz, events }: GateDeps, raw:
           description: input.description,
           addressPatterns: input.addressPatterns ? [...new Set(input.addressPatterns)] : undefined,
           revision: { increment: 1 },
+          updatedById: authz.viewer!.userId,
+          changeNote: "",
         },
       });
     }, LOCKING_TX_OPTIONS);
@@ -322,4 +349,19 @@ export async function listResourcePolicyIds(db: Database, authz: Authz, options:
     [authz.viewer!.orgId, options.after ?? "", scope.unrestricted, scope.patterns, options.first + 1],
   );
   return { rows: rows.slice(0, options.first), hasNextPage: rows.length > options.first };
+}
+
+/**
+ * The policies whose requirements name the role as approver (what its deletion turns into
+ * tombstones), that the viewer may read; as roleReservations shows what deletion releases.
+ */
+export async function resourcePoliciesNamingRole(db: Database, authz: Authz, roleId: string) {
+  await authz.requireMember();
+  const orgId = authz.viewer!.orgId;
+  const role = await db.prisma.role.findFirst({ where: { id: roleId, OR: [{ orgId }, { orgId: null, system: true }] }, select: { id: true } });
+  if (!role) throw new NotFoundError("Role", roleId);
+  const rows = await db.prisma.resourcePolicy.findMany({ where: policiesNamingRoleWhere(orgId, role.id), orderBy: { name: "asc" } });
+  const visible = [];
+  for (const p of rows) if (await authz.can(policyTarget(p.name, "read"))) visible.push(p);
+  return visible;
 }

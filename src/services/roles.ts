@@ -8,9 +8,10 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
-import type { Tx } from "./gate.js";
+import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { publishGateChange } from "./workspaces.js";
+import { findThenAuthorize } from "./find-then-authorize.js";
 
 const ROLE = (action: "read" | "create" | "update" | "delete" | "assign") =>
   ({ resourceType: "role", action, matchValue: null, groups: null }) as const;
@@ -89,9 +90,8 @@ export async function updateRole(
   // The input first: a name that can never be right is refused before any lookup.
   const keyed = input.name != null ? roleKeyFromName(input.name) : null;
   if (keyed && !keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
-  await authz.require(ROLE("update"));
+  const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, input.id), ROLE("update"));
   const orgId = authz.viewer!.orgId;
-  const role = await findRole(db, orgId, input.id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be edited.`);
   const name = keyed?.ok ? keyed.name : role.name;
   const permissions = input.permissions ? permissionsOrThrow(input.permissions) : null;
@@ -121,12 +121,15 @@ export async function deleteRole(
   id: string,
   releaseReservationsOfRole: ReleaseReservationsOfRole,
 ) {
-  await authz.require(ROLE("delete"));
+  const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, id), ROLE("delete"));
   const orgId = authz.viewer!.orgId;
-  const role = await findRole(db, orgId, id);
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
   const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
-    const { workspaceIds } = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    // Policies naming the role keep naming it (a tombstone: the requirement stays unsatisfiable,
+    // like a role with no members) and get a revision recording who deleted it.
+    const policyWorkspaceIds = await reviseApproverPoliciesOfDeletedRole(tx, role, authz.viewer!.userId);
+    const released = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    const workspaceIds = [...new Set([...policyWorkspaceIds, ...released.workspaceIds])];
     await tx.roleAssignment.deleteMany({ where: { roleId: role.id } });
     const attachments = await tx.identityGroupBindingRole.findMany({ where: { roleId: role.id } });
     await tx.identityGroupBindingRole.deleteMany({ where: { roleId: role.id } });
@@ -134,7 +137,6 @@ export async function deleteRole(
     if (bindingIds.length) {
       await tx.identityGroupBinding.deleteMany({ where: { id: { in: bindingIds }, roles: { none: {} } } });
     }
-    await tx.policyApprover.deleteMany({ where: { roleId: role.id } });
     await tx.rolePermission.deleteMany({ where: { roleId: role.id } });
     const deleted = await tx.role.update({
       where: { id: role.id },
@@ -142,10 +144,37 @@ export async function deleteRole(
       data: { deletedAt: new Date(), key: `${role.key}~deleted~${role.id.slice(0, 8)}` },
     });
     return { deleted, workspaceIds };
-  });
+  }, LOCKING_TX_OPTIONS);
   announceAuthzChange(events, orgId, "role_deleted");
   publishGateChange(events, orgId, workspaceIds, "role_deleted");
   return deleted;
+}
+
+/** The org's resource policies whose requirements name the role as approver, by name. */
+export function policiesNamingRoleWhere(orgId: string, roleId: string) {
+  return { orgId, requirements: { some: { approvers: { some: { roleId } } } } };
+}
+
+/**
+ * Seed 000: a named approver that disappears must keep blocking. The approver rows stay (the
+ * role row is kept, soft-deleted, with no members), and each policy naming the role gets a new
+ * revision: bumped, updatedAt, the deleting admin, and the note "deleted role <name>". The
+ * policies' workspaces are locked first, so no apply is halfway through its check meanwhile.
+ */
+async function reviseApproverPoliciesOfDeletedRole(tx: Tx, role: { id: string; orgId: string | null; name: string }, userId: string) {
+  if (!role.orgId) return [];
+  const policies = await tx.resourcePolicy.findMany({
+    where: policiesNamingRoleWhere(role.orgId, role.id),
+    select: { id: true, workspaces: { select: { workspaceId: true } } },
+  });
+  if (policies.length === 0) return [];
+  const workspaceIds = [...new Set(policies.flatMap((p) => p.workspaces.map((w) => w.workspaceId)))];
+  await lockWorkspaces(txSql(tx), workspaceIds);
+  await tx.resourcePolicy.updateMany({
+    where: { id: { in: policies.map((p) => p.id) } },
+    data: { revision: { increment: 1 }, updatedById: userId, changeNote: `deleted role ${role.name}`, updatedAt: new Date() },
+  });
+  return workspaceIds;
 }
 
 /** The user's membership of the org (active or not), or NotFoundError("Member"). */
@@ -157,11 +186,16 @@ export async function requireMemberUser(db: Database, orgId: string, userId: str
 
 /** Direct user-role assignments are single-role: assigning replaces the user's role. */
 export async function assignRole({ db, authz, events }: RoleDeps, input: { userId: string; roleId: string }) {
-  await authz.require(ROLE("assign"));
+  const role = await findThenAuthorize(
+    authz,
+    async (orgId) => {
+      await requireMemberUser(db, orgId, input.userId);
+      return findRole(db, orgId, input.roleId);
+    },
+    ROLE("assign"),
+  );
   const orgId = authz.viewer!.orgId;
   await rejectPersonalOrg(db, orgId, "manual role assignments");
-  await requireMemberUser(db, orgId, input.userId);
-  const role = await findRole(db, orgId, input.roleId);
   const assignment = await db.prisma.roleAssignment.upsert({
     where: { orgId_userId: { orgId, userId: input.userId } },
     create: { orgId, userId: input.userId, roleId: role.id },
@@ -172,9 +206,8 @@ export async function assignRole({ db, authz, events }: RoleDeps, input: { userI
 }
 
 export async function unassignRole({ db, authz, events }: RoleDeps, userId: string) {
-  await authz.require(ROLE("assign"));
+  await findThenAuthorize(authz, (orgId) => requireMemberUser(db, orgId, userId), ROLE("assign"));
   const orgId = authz.viewer!.orgId;
-  await requireMemberUser(db, orgId, userId);
   const { count } = await db.prisma.roleAssignment.deleteMany({ where: { orgId, userId } });
   if (count) announceAuthzChange(events, orgId, "role_unassigned");
   return count > 0;

@@ -125,6 +125,11 @@ export const UpdateStackInput = z.object({
   description: z.string().max(2000).optional(),
   labels: Labels.optional(),
   authzGroups: z.array(z.string()).optional(),
+  /**
+   * The revision the edit is based on. Required when replacing labels or authzGroups (whole
+   * sets: without it one editor silently overwrites another's change); checked when given.
+   */
+  revision: z.number().int().positive().optional(),
 });
 
 /**
@@ -134,7 +139,17 @@ export const UpdateStackInput = z.object({
  */
 export async function updateStack(db: Database, authz: Authz, raw: unknown) {
   const input = parseInput(UpdateStackInput, raw);
+  if (input.revision === undefined && (input.labels !== undefined || input.authzGroups !== undefined)) {
+    throw ValidationError.field(
+      "input.revision",
+      "required",
+      "Replacing labels or authzGroups replaces the whole set: pass the stack's revision you read, so a concurrent edit is a conflict rather than lost.",
+    );
+  }
   const stack = await findReadableStack(db, authz, input.id);
+  const staleRevision = (current: number) =>
+    new ConflictError(`Stack ${stack.name} is at revision ${current}, not ${input.revision ?? stack.revision}: reload it and edit again.`, current);
+  if (input.revision !== undefined && input.revision !== stack.revision) throw staleRevision(stack.revision);
   await authz.require(stackTarget(stack, "update"));
   const name = input.name ?? stack.name;
   if (name !== stack.name) {
@@ -155,6 +170,14 @@ export async function updateStack(db: Database, authz: Authz, raw: unknown) {
   }
   try {
     return await db.prisma.$transaction(async (tx) => {
+      // Written only over the revision that was read and authorized above: a change landing
+      // in between (another editor, a regrouping) is a conflict, never overwritten.
+      const bumped = await tx.stack.updateMany({ where: { id: stack.id, revision: stack.revision }, data: { revision: { increment: 1 } } });
+      if (bumped.count === 0) {
+        const current = await tx.stack.findUnique({ where: { id: stack.id }, select: { revision: true } });
+        if (!current) throw new NotFoundError("Stack", stack.id);
+        throw staleRevision(current.revision);
+      }
       const updated = await tx.stack.update({
         where: { id: stack.id },
         data: {

@@ -40,6 +40,31 @@ export function compileResourcePattern(glob: string): string {
   return out === "%" ? ANY_RESOURCE_PATTERN : out;
 }
 
+/**
+ * The inverse of compileResourcePattern: the user-facing glob a stored canonical LIKE pattern
+ * was compiled from, so a role can be read and written back unchanged. `%` → `*`, `_` → `?`,
+ * an escaped character is itself; the any-resource sentinel '' stays ''. For every glob g,
+ * compileResourcePattern(resourcePatternToGlob(compileResourcePattern(g))) equals
+ * compileResourcePattern(g) (test/domain/catalog/pattern.test.ts). A stored pattern that no
+ * glob compiles to (a literal `*` or `?`, a trailing lone `\`) has no glob: null.
+ */
+export function resourcePatternToGlob(likePattern: string): string | null {
+  let out = "";
+  let escaping = false;
+  for (const ch of likePattern) {
+    if (escaping) {
+      if (ch !== "%" && ch !== "_" && ch !== "\\") return null;
+      out += ch;
+      escaping = false;
+    } else if (ch === "\\") escaping = true;
+    else if (ch === "%") out += "*";
+    else if (ch === "_") out += "?";
+    else if (ch === "*" || ch === "?") return null;
+    else out += ch;
+  }
+  return escaping ? null : out;
+}
+
 // ── Parsing a LIKE pattern ───────────────────────────────────────────────────────────
 
 /** `_`: exactly one character. */

@@ -5,6 +5,7 @@ import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { InvalidStateError } from "../../errors.js";
+import { resourcePatternToGlob } from "../../domain/catalog/index.js";
 import { assignRole, createRole, deleteRole, unassignRole, updateRole, usableRoleWhere } from "../../services/roles.js";
 import {
   createGroupBinding,
@@ -36,7 +37,14 @@ const PermissionRef = builder.prismaObject("RolePermission", {
   fields: (t) => ({
     resourceType: t.exposeString("resourceType"),
     action: t.exposeString("action"),
-    resourcePattern: t.exposeString("resourcePattern", { description: "Canonical SQL LIKE pattern; empty = any resource." }),
+    resourcePattern: t.string({
+      nullable: true,
+      description:
+        "The glob (* and ?), as PermissionInput takes it: sending back what you read stores the same tuple. Empty = any resource. " +
+        "Null only for a stored pattern no glob compiles to.",
+      resolve: (p) => resourcePatternToGlob(p.resourcePattern),
+    }),
+    likePattern: t.exposeString("resourcePattern", { description: "The canonical SQL LIKE pattern the glob compiles to, as stored; empty = any resource." }),
     authzGroup: t.exposeString("authzGroup", { description: "Exact stack authz group; empty = none." }),
   }),
 });

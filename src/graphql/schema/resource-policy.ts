@@ -14,6 +14,7 @@ import {
   deleteResourcePolicy,
   findReadablePolicy,
   listResourcePolicyIds,
+  resourcePoliciesNamingRole,
   updateResourcePolicy,
 } from "../../services/resource-policies.js";
 
@@ -34,9 +35,16 @@ builder.prismaObject("PolicyRequirement", {
     }),
     approverRoles: t.field({
       type: [RoleRef],
-      description: "Named roles: any current member counts as a named approver.",
+      description:
+        "Named roles: any current member counts as a named approver. A deleted role stays named (deleted: true) and " +
+        "can never be satisfied; send it back to keep it, leave it out to remove it.",
       select: { approvers: { select: { role: true } } },
       resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])) as never,
+    }),
+    deletedApprovers: t.stringList({
+      description: 'What this requirement names that no longer exists, e.g. "deleted role data-team": each one keeps it blocking.',
+      select: { approvers: { select: { role: { select: { name: true, deletedAt: true } } } } },
+      resolve: (r) => r.approvers.flatMap((a) => (a.role?.deletedAt ? [`deleted role ${a.role.name}`] : [])).sort(),
     }),
   }),
 });
@@ -64,6 +72,16 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
     revision: t.exposeInt("revision", { description: "Bumped on every edit; pass it back to updateResourcePolicy." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    updatedBy: t.field({
+      type: UserRef,
+      nullable: true,
+      description: "Who wrote the current revision.",
+      select: { updatedById: true },
+      resolve: (p, _a, ctx) => (p.updatedById ? (loadUser(ctx, p.updatedById) as never) : null),
+    }),
+    changeNote: t.exposeString("changeNote", {
+      description: 'What the current revision recorded when it was not an edit of the policy, e.g. "deleted role data-team"; empty for an edit.',
+    }),
     workspaces: t.field({
       type: [WorkspaceRef],
       select: { workspaces: { select: { workspace: true }, orderBy: { workspaceId: "asc" } } },
@@ -91,7 +109,22 @@ builder.prismaObjectField("Workspace", "resourcePolicies", (t) =>
 
 const ResourcePolicyConnection = builder.connectionObject({ type: ResourcePolicyRef, name: "ResourcePolicyConnection" });
 
+builder.prismaObjectField("Role", "namedByPolicies", (t) =>
+  t.field({
+    type: [ResourcePolicyRef],
+    description: "Resource policies naming this role as approver that you may read: deleting the role leaves them blocking on it.",
+    resolve: (role, _a, ctx) => resourcePoliciesNamingRole(ctx.db, ctx.authz, role.id),
+  }),
+);
+
 builder.queryFields((t) => ({
+  roleResourcePolicies: t.prismaField({
+    type: ["ResourcePolicy"],
+    authScopes: { authenticated: true },
+    description: "The resource policies naming a role as approver (what its deletion leaves blocking), that the caller can read.",
+    args: { roleId: t.arg.id({ required: true }) },
+    resolve: (_query, _root, args, ctx) => resourcePoliciesNamingRole(ctx.db, ctx.authz, String(args.roleId)),
+  }),
   resourcePolicy: t.prismaField({
     type: "ResourcePolicy",
     nullable: true,

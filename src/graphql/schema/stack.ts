@@ -40,6 +40,7 @@ export const StackRef = builder.prismaObject("Stack", {
     description: t.exposeString("description"),
     labels: t.field({ type: "JSON", description: "Label key → value.", resolve: (s) => s.labels }),
     authzGroups: t.exposeStringList("authzGroups"),
+    revision: t.exposeInt("revision", { description: "Bumped on every update; pass it back to updateStack (required when replacing labels or authzGroups)." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     outputs: t.field({
@@ -113,6 +114,15 @@ builder.queryFields((t) => ({
       return org.protectedLabelKeys;
     },
   }),
+  protectedLabelKeysRevision: t.int({
+    authScopes: { authenticated: true },
+    description: "The revision of the protected-key set, to pass to setProtectedLabelKeys; needs (label, read).",
+    resolve: async (_root, _args, ctx) => {
+      await ctx.authz.require({ resourceType: "label", action: "read", matchValue: null, groups: null });
+      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer!.orgId } });
+      return org.protectedLabelKeysRevision;
+    },
+  }),
 }));
 
 const CreateStackInputRef = builder.inputType("CreateStackInput", {
@@ -131,6 +141,9 @@ const UpdateStackInputRef = builder.inputType("UpdateStackInput", {
     description: t.string(),
     labels: t.field({ type: "JSON", description: "Replaces the whole label set." }),
     authzGroups: t.stringList({ description: "Replaces the whole group set." }),
+    revision: t.int({
+      description: "The revision you read. Required with labels or authzGroups (whole-set replaces); a stale one is a ConflictError.",
+    }),
   }),
 });
 
@@ -177,8 +190,10 @@ builder.mutationFields((t) => ({
   setProtectedLabelKeys: t.stringList({
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
-    description: "Replaces the org's whole protected-key set; needs (label, create) (seed 004, label).",
-    args: { keys: t.arg.stringList({ required: true }) },
-    resolve: (_root, args, ctx) => setProtectedLabelKeys(ctx.db, ctx.authz, args.keys),
+    description:
+      "Replaces the org's whole protected-key set over the revision you read (protectedLabelKeysRevision); a stale one " +
+      "is a ConflictError. Needs (label, create) (seed 004, label).",
+    args: { keys: t.arg.stringList({ required: true }), revision: t.arg.int({ required: true }) },
+    resolve: (_root, args, ctx) => setProtectedLabelKeys(ctx.db, ctx.authz, args.keys, args.revision),
   }),
 }));

@@ -8,6 +8,7 @@ import {
   likeMatcherCacheSize,
   likeMatches,
   literalOf,
+  resourcePatternToGlob,
 } from "../../../src/domain/catalog/index.js";
 
 // Independent reference matchers: textbook dynamic programming over code points, sharing no
@@ -285,5 +286,32 @@ describe("isPrefixPattern and literalOf", () => {
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe("resourcePatternToGlob, the inverse of CompileResourcePattern", () => {
+  it("gives back a glob that compiles to the same stored pattern, for every glob", () => {
+    fc.assert(
+      fc.property(globString, (glob) => {
+        const stored = compileResourcePattern(glob);
+        const read = resourcePatternToGlob(stored);
+        expect(read).not.toBeNull();
+        expect(compileResourcePattern(read!)).toBe(stored);
+        // Reading the written-back pattern again is stable (a fixed point after one trip).
+        expect(resourcePatternToGlob(compileResourcePattern(read!))).toBe(read);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("reads the literal LIKE metacharacters back as themselves and wildcards as * and ?", () => {
+    expect(resourcePatternToGlob("team-a-%")).toBe("team-a-*");
+    expect(resourcePatternToGlob("prod\\_backend")).toBe("prod_backend");
+    expect(resourcePatternToGlob("a\\%b\\\\c_")).toBe("a%b\\c?");
+    expect(resourcePatternToGlob("")).toBe("");
+  });
+
+  it("answers null for a stored pattern no glob compiles to", () => {
+    for (const bad of ["a*", "a?", "a\\", "a\\b"]) expect(resourcePatternToGlob(bad)).toBeNull();
   });
 });

@@ -1,0 +1,22 @@
+// Look up first, in the caller's organization; authorize second (README: "anything of another
+// organization is NotFound"). Checking the permission first answers a foreign id with
+// PermissionDeniedError, which tells an outsider the id is real and names what guards it; it
+// also makes the answer depend on the caller's grants rather than on the object. Every mutation
+// that takes an id goes through here: the caller must be an active member of a live org, the
+// object is read scoped to that org (NotFoundError when absent or foreign), and only then is the
+// permission on that object checked. test/foreign-ids.test.ts calls every mutation with an ID
+// argument as a member of another organization and expects NotFoundError from each.
+
+import type { Authz } from "../authz/authz.js";
+import type { Target } from "../domain/catalog/check.js";
+
+export async function findThenAuthorize<T>(
+  authz: Authz,
+  find: (orgId: string) => Promise<T>,
+  permission: Target | ((found: T) => Target) | null,
+): Promise<T> {
+  await authz.requireMember();
+  const found = await find(authz.viewer!.orgId);
+  if (permission) await authz.require(typeof permission === "function" ? permission(found) : permission);
+  return found;
+}
