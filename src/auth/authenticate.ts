@@ -9,6 +9,8 @@ export interface Viewer {
   name: string;
   email: string;
   isServiceAccount: boolean;
+  /** When the token stops authenticating (null: never); a WebSocket closes then (live-sockets.ts). */
+  expiresAt?: Date | null;
 }
 
 /**
@@ -18,7 +20,7 @@ export interface Viewer {
 export async function authenticate(sql: SqlRunner, token: string | null): Promise<Viewer | null> {
   if (!token) return null;
   const rows = await sql.query<Viewer & { lastUsedAt: Date | null }>(
-    `SELECT t.id AS "tokenId", t."userId", t."orgId", t."lastUsedAt", u.name, u.email, u."isServiceAccount"
+    `SELECT t.id AS "tokenId", t."userId", t."orgId", t."lastUsedAt", t."expiresAt", u.name, u.email, u."isServiceAccount"
        FROM api_tokens t JOIN users u ON u.id = t."userId"
       WHERE t."tokenHash" = $1 AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`,
     [hashToken(token)],
