@@ -5,8 +5,9 @@
 // the rate limiter, gate rounds (src/services/gate-live.ts reports each round). Read on scrape:
 // open WebSockets and operations (src/auth/live-sockets.ts), delivery jobs by state (one
 // GROUP BY), the approval stream's consumer group (XINFO GROUPS), the database pool, Redis.
-// A scrape-time read that fails or takes longer than SCRAPE_READ_MS leaves its metric out of
-// that scrape (and sets countersign_scrape_read_ok to 0); it never fails the scrape.
+// The scrape-time reads run together before the registry renders; one that fails or takes
+// longer than SCRAPE_READ_MS leaves its metric out of that scrape (up-gauges read 0, and
+// countersign_scrape_read_ok{read} is 0); it never fails the scrape.
 
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -23,6 +24,8 @@ const SCRAPE_READ_MS = 2_000;
 const MAX_OPERATION_NAMES = 200;
 /** The ingest worker's consumer group (src/approvals/ingest.ts). */
 const INGEST_GROUP = "countersign-ingest";
+/** delivery_jobs.status values (prisma/schema.prisma): each is reported, 0 when none. */
+const DELIVERY_STATES = ["queued", "leased", "delivered", "failed"] as const;
 
 export interface GateRound {
   evaluations: number;
@@ -112,20 +115,62 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
     registers: [registry],
   });
 
+  // Redis: the event bus (when REDIS_URL is set) and the approval stream, on a client of our own
+  // that never queues commands while disconnected (a scrape during an outage answers at once).
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectionName: "countersign-metrics" })
+    : null;
+  redis?.on("error", () => {}); // reported as countersign_redis_up 0
+  let connecting: Promise<void> | null = null;
+  const redisReady = async (): Promise<Redis> => {
+    if (!redis) throw new Error("no redis");
+    if (redis.status === "wait" || redis.status === "end") connecting ??= redis.connect().finally(() => (connecting = null));
+    if (connecting) await connecting;
+    return redis;
+  };
+
+  /** What the scrape reads from PostgreSQL and Redis: all at once, before the registry renders. */
+  let scraped: {
+    deliveryJobs: { state: string; n: number }[] | null;
+    dbUp: boolean;
+    eventsUp: boolean | null;
+    streamUp: boolean | null;
+    stream: { pending: number; lag: number | null } | null;
+  } = { deliveryJobs: null, dbUp: false, eventsUp: null, streamUp: null, stream: null };
+  const readAll = async () => {
+    const [deliveryJobs, dbUp, eventsUp, streamUp, stream] = await Promise.all([
+      read("delivery_jobs", () => db.sql.query<{ state: string; n: number }>(`SELECT status AS state, count(*)::int AS n FROM delivery_jobs GROUP BY status`)),
+      read("database", () => db.sql.query("SELECT 1")).then((r) => r !== null),
+      events.kind === "redis" ? read("redis_events", () => events.ping()).then((r) => r === true) : Promise.resolve(null),
+      redis ? read("redis_stream", async () => (await redisReady()).ping()).then((r) => r === "PONG") : Promise.resolve(null),
+      redis
+        ? read("approval_stream", async () => {
+            const groups = (await (await redisReady()).xinfo("GROUPS", config.approvalStream)) as unknown[][];
+            for (const raw of groups) {
+              const g: Record<string, unknown> = {};
+              for (let i = 0; i + 1 < raw.length; i += 2) g[String(raw[i])] = raw[i + 1];
+              if (g.name !== INGEST_GROUP) continue;
+              return { pending: Number(g.pending ?? 0), lag: g.lag === null || g.lag === undefined ? null : Number(g.lag) };
+            }
+            return null; // no ingest group yet
+          })
+        : Promise.resolve(null),
+    ]);
+    scraped = { deliveryJobs, dbUp, eventsUp, streamUp, stream };
+  };
+
   new Gauge({
     name: "countersign_delivery_jobs",
-    help: "Delivery jobs (approved held calls being resumed) by state",
+    help: "Delivery jobs (approved held calls being resumed) by state: queued, leased, delivered, failed",
     labelNames: ["state"],
     registers: [registry],
-    async collect() {
-      const rows = await read("delivery_jobs", () =>
-        db.sql.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM delivery_jobs GROUP BY state`),
-      );
+    collect() {
       this.reset();
-      for (const r of rows ?? []) this.set({ state: r.state }, r.n);
+      if (!scraped.deliveryJobs) return;
+      for (const state of DELIVERY_STATES) this.set({ state }, 0);
+      for (const r of scraped.deliveryJobs) this.set({ state: r.state }, r.n);
     },
   });
-
   new Gauge({
     name: "countersign_db_pool_connections",
     help: "PostgreSQL pool connections by state (total, idle, waiting: requests queued for one)",
@@ -144,67 +189,41 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
     name: "countersign_db_up",
     help: "1 if PostgreSQL answered SELECT 1 at this scrape",
     registers: [registry],
-    async collect() {
-      this.set((await read("database", () => db.sql.query("SELECT 1"))) ? 1 : 0);
+    collect() {
+      this.set(scraped.dbUp ? 1 : 0);
     },
   });
-
-  // Redis: the event bus (when REDIS_URL is set) and the approval stream, on a client of our own
-  // that never queues commands while disconnected (a scrape during an outage answers at once).
-  const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectionName: "countersign-metrics" })
-    : null;
-  redis?.on("error", () => {}); // reported as countersign_redis_up 0
-  let connecting: Promise<void> | null = null;
-  const redisReady = async (): Promise<Redis> => {
-    if (!redis) throw new Error("no redis");
-    if (redis.status === "wait" || redis.status === "end") connecting ??= redis.connect().finally(() => (connecting = null));
-    if (connecting) await connecting;
-    return redis;
-  };
   new Gauge({
     name: "countersign_redis_up",
     help: "1 if Redis answered at this scrape, by client (events: the pub/sub bus; stream: the approval stream)",
     labelNames: ["client"],
     registers: [registry],
-    async collect() {
+    collect() {
       this.reset();
-      if (events.kind === "redis") this.set({ client: "events" }, (await read("redis_events", () => events.ping())) ? 1 : 0);
-      if (redis) this.set({ client: "stream" }, (await read("redis_stream", async () => (await redisReady()).ping())) === "PONG" ? 1 : 0);
+      if (scraped.eventsUp !== null) this.set({ client: "events" }, scraped.eventsUp ? 1 : 0);
+      if (scraped.streamUp !== null) this.set({ client: "stream" }, scraped.streamUp ? 1 : 0);
     },
   });
-  const stream = { pending: 0, lag: 0, ok: false };
-  const readStream = async () => {
-    const groups = (await (await redisReady()).xinfo("GROUPS", config.approvalStream)) as unknown[][];
-    stream.ok = false;
-    for (const raw of groups) {
-      const g: Record<string, unknown> = {};
-      for (let i = 0; i + 1 < raw.length; i += 2) g[String(raw[i])] = raw[i + 1];
-      if (g.name !== INGEST_GROUP) continue;
-      stream.pending = Number(g.pending ?? 0);
-      stream.lag = g.lag === null || g.lag === undefined ? Number.NaN : Number(g.lag);
-      stream.ok = true;
-    }
-  };
+  const streamLabel = { stream: config.approvalStream };
   new Gauge({
     name: "countersign_approval_stream_pending",
     help: "Held-call entries delivered to the ingest group and not yet acknowledged (XINFO GROUPS pending)",
+    labelNames: ["stream"],
     registers: [registry],
-    async collect() {
+    collect() {
       this.reset();
-      if (!redis) return;
-      const ok = await read("approval_stream", readStream);
-      if (ok !== null && stream.ok) this.set(stream.pending);
+      if (scraped.stream) this.set(streamLabel, scraped.stream.pending);
     },
   });
   new Gauge({
     name: "countersign_approval_stream_lag",
-    help: "Held-call entries in the stream not yet delivered to the ingest group (XINFO GROUPS lag)",
+    help: "Held-call entries in the stream not yet delivered to the ingest group (XINFO GROUPS lag; Redis 7+)",
+    labelNames: ["stream"],
     registers: [registry],
     collect() {
-      // Read by the pending gauge's collect, just before (metrics are collected in order).
       this.reset();
-      if (redis && stream.ok && Number.isFinite(stream.lag)) this.set(stream.lag);
+      const lag = scraped.stream?.lag;
+      if (lag !== null && lag !== undefined && Number.isFinite(lag)) this.set(streamLabel, lag);
     },
   });
 
@@ -246,6 +265,7 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
         res.writeHead(401, { "content-type": "text/plain", "www-authenticate": 'Bearer realm="metrics"' }).end("Unauthorized\n");
         return;
       }
+      await readAll();
       const body = await registry.metrics();
       res.writeHead(200, { "content-type": registry.contentType }).end(body);
     },

@@ -68,8 +68,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     new GraphQLError(message, { extensions: { code: RATE_LIMITED, ...(retryAfterMs ? { retryAfterSeconds: retryAfterSeconds(retryAfterMs) } : {}) } });
 
   /** One line per refused or finished operation; unexpected failures are logged by maskError (app.ts). */
-  const logOperation = (log: Logger, name: string | null | undefined, type: string, errors: readonly unknown[] | undefined, seconds: number) => {
-    const outcome = outcomeOf(errors);
+  const logOperation = (log: Logger, name: string | null | undefined, type: string, errors: readonly unknown[] | undefined, seconds: number, refused?: string) => {
+    const outcome = refused ?? outcomeOf(errors);
     metrics.operation(name, type, outcome, seconds);
     const line = { operation: name ?? null, type, outcome, durationMs: Math.round(seconds * 10_000) / 10, errors: errors?.length ?? 0 };
     if (outcome === "ok" || outcome === "UNEXPECTED") log.info(line, "graphql operation");
@@ -88,7 +88,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     onParse({ context }) {
       const started = performance.now();
       return ({ result }) => {
-        if (result instanceof Error) logOperation(requestLogger(context), operationName(context), "unknown", [result], (performance.now() - started) / 1000);
+        if (result instanceof Error) logOperation(requestLogger(context), operationName(context), "unknown", [result], (performance.now() - started) / 1000, "GRAPHQL_PARSE_FAILED");
       };
     },
     onValidate({ context, params }) {
@@ -96,7 +96,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       return ({ valid, result }) => {
         if (valid) return;
         const op = getOperationAST(params.documentAST as DocumentNode, operationName(context));
-        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", result, (performance.now() - started) / 1000);
+        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", result, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
       };
     },
     onExecute({ args }) {
