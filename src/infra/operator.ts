@@ -91,12 +91,23 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (result instanceof Error) logOperation(requestLogger(context), operationName(context), "unknown", [result], (performance.now() - started) / 1000, "GRAPHQL_PARSE_FAILED");
       };
     },
-    onValidate({ context, params }) {
+    onValidate({ context, params, validateFn, setValidationFn }) {
       const started = performance.now();
-      return ({ valid, result }) => {
-        if (valid) return;
+      const refused = (errors: readonly unknown[]) => {
         const op = getOperationAST(params.documentAST as DocumentNode, operationName(context));
-        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", result, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
+        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
+      };
+      // graphql-armor's depth and alias limits throw out of validation rather than return errors.
+      setValidationFn((...args: Parameters<typeof validateFn>) => {
+        try {
+          return validateFn(...args);
+        } catch (error) {
+          refused([error]);
+          throw error;
+        }
+      });
+      return ({ valid, result }) => {
+        if (!valid) refused(result);
       };
     },
     onExecute({ args }) {
