@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
+import { createYoga, maskError, type YogaInitialContext } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer, type WebSocket } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";

@@ -19,8 +19,11 @@ import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { clientAddress, KnownTokens, keyLabel, rateKey, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
 
-/** Paths never rate limited nor counted: probes and the scrape. */
-const UNLIMITED = new Set(["/healthz", "/readyz", "/metrics"]);
+/**
+ * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
+ * the gateway's endpoints (which authenticate with their own keys) are not limited here.
+ */
+const GRAPHQL_PATH = "/graphql";
 
 export const RATE_LIMITED = "RATE_LIMITED";
 
@@ -154,7 +157,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         await metrics.handle(req, res);
         return true;
       }
-      if (UNLIMITED.has(url.pathname)) return false;
+      if (url.pathname !== GRAPHQL_PATH) return false;
       const key = rateKey(known, req.headers.authorization, clientAddress(req));
       const taken = limiter.take(key);
       if (taken.ok) return false;
