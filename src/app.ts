@@ -7,7 +7,7 @@ import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
-import { GraphQLError } from "graphql";
+import { GraphQLError, type DocumentNode } from "graphql";
 import { authenticate } from "./auth/authenticate.js";
 import { bearerFrom } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
@@ -170,18 +170,25 @@ export function createApp(deps: AppDeps) {
             headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
           }),
         });
+        let document: DocumentNode;
+        try {
+          document = parse(params.query);
+          const errors = validate(s, document);
+          if (errors.length) return errors;
+        } catch (error) {
+          // A syntax error or a graphql-armor limit throws: refuse the operation, not the socket (4500).
+          return operator.ws.refusal(error);
+        }
         const args = {
           schema: s,
           operationName: params.operationName,
-          document: parse(params.query),
+          document,
           variableValues: params.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
         args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
-        const errors = validate(args.schema, args.document);
-        if (errors.length) return errors;
         operator.ws.track(ctx, id, args.document, params.operationName);
         return args;
       },

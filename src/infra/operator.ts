@@ -236,6 +236,11 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         }
         return null;
       },
+      /** A parse or validation that threw (a syntax error, a limit), as the operation's errors. */
+      refusal(error: unknown): GraphQLError[] {
+        if (error instanceof GraphQLError) return [new GraphQLError(error.message, { extensions: { ...error.extensions, code: error.extensions?.code ?? "BAD_REQUEST" } })];
+        throw error;
+      },
       /** Counts an operation that is starting (by its root field) toward the token's quota. */
       track(ctx: WsContext, id: string, document: DocumentNode, operationName: string | null | undefined) {
         const live = extraOf(ctx).live;

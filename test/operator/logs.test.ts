@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { createLogger } from "../../src/infra/logger.js";
 import { OPERATION_LIMITS } from "../../src/app.js";
+import { trackedClient } from "./ws.js";
 
 let t: TestApp;
 let base: string;
@@ -75,6 +76,37 @@ describe("refused operations: one line at info or warn, no stack", () => {
     expect(out.filter((l) => l.level >= ERROR)).toEqual([]);
     expect(JSON.stringify(out)).not.toContain('"stack"');
     expect(JSON.stringify(out)).not.toContain(org.adminToken);
+  });
+});
+
+describe("refused over WebSocket", () => {
+  it("a depth bomb or a syntax error ends that operation with an error, not the socket, and logs one info line", async () => {
+    await new Promise((r) => setTimeout(r, 3_100)); // the rate test above spent this token's bucket
+    const { client, closed } = trackedClient(base, org.adminToken, { lazy: false });
+    let socketClosed = false;
+    void closed.then(() => (socketClosed = true));
+    const run = (query: string) =>
+      new Promise<any>((resolve) => {
+        let last: unknown = null;
+        client.subscribe({ query }, { next: (r) => (last = r), error: (e) => resolve({ error: e }), complete: () => resolve(last) });
+      });
+    try {
+      const out = await logged(async () => {
+        const bomb = await run(`query WsBomb { ${depthBomb} }`);
+        expect(JSON.stringify(bomb.error)).toMatch(/depth/i);
+        const broken = await run(`query WsBroken { viewer {`);
+        expect(JSON.stringify(broken.error)).toMatch(/Syntax Error/);
+      });
+      expect(out.filter((l) => l.level >= ERROR)).toEqual([]);
+      expect(out.filter((l) => l.msg === "graphql operation refused").map((l) => l.outcome)).toEqual(["GRAPHQL_VALIDATION_FAILED", "GRAPHQL_PARSE_FAILED"]);
+      // The same socket still serves (once this file's 1 rps bucket has a request again).
+      await new Promise((r) => setTimeout(r, 1_100));
+      const ok = await run(`query WsViewer { viewer { id } }`);
+      expect(ok?.data?.viewer?.id, JSON.stringify(ok)).toBe(org.adminId);
+      expect(socketClosed).toBe(false);
+    } finally {
+      await client.dispose();
+    }
   });
 });
 

@@ -10,7 +10,8 @@ export interface TrackedClient {
   closed: Promise<{ code: number; reason: string; at: number }>;
 }
 
-export function trackedClient(baseUrl: string, token: string): TrackedClient {
+/** `lazy: false` keeps one socket open from the start until dispose (else it closes when idle). */
+export function trackedClient(baseUrl: string, token: string, options: { lazy?: boolean } = {}): TrackedClient {
   let resolve!: (v: { code: number; reason: string; at: number }) => void;
   const closed = new Promise<{ code: number; reason: string; at: number }>((r) => (resolve = r));
   const client = createClient({
@@ -18,7 +19,7 @@ export function trackedClient(baseUrl: string, token: string): TrackedClient {
     webSocketImpl: WebSocket,
     connectionParams: { authorization: `Bearer ${token}` },
     retryAttempts: 0,
-    lazy: true,
+    lazy: options.lazy ?? true,
     on: {
       closed: (event) => {
         const e = event as { code: number; reason: string };
