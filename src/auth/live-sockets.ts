@@ -135,8 +135,36 @@ export class LiveSockets {
     }
   }
 
-  /** Re-checks the tokens of one organization's sockets (null: every socket) and closes the invalid. */
-  async revalidate(orgId: string | null): Promise<void> {
+  /** Checks running, by organization ("" for all), and whether another was asked for meanwhile. */
+  private readonly checking = new Map<string, { again: boolean; done: Promise<void> }>();
+
+  /**
+   * Re-checks the tokens of one organization's sockets (null: every socket) and closes the
+   * invalid. A burst of events costs at most one check running and one more after it.
+   */
+  revalidate(orgId: string | null): Promise<void> {
+    const key = orgId ?? "";
+    const running = this.checking.get(key);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const entry = { again: false, done: Promise.resolve() };
+    entry.done = (async () => {
+      try {
+        do {
+          entry.again = false;
+          await this.check(orgId);
+        } while (entry.again);
+      } finally {
+        this.checking.delete(key);
+      }
+    })();
+    this.checking.set(key, entry);
+    return entry.done;
+  }
+
+  private async check(orgId: string | null): Promise<void> {
     const tokenIds = [...this.byToken.keys()].filter((id) => {
       if (orgId === null) return true;
       const [first] = this.byToken.get(id)!;
