@@ -197,15 +197,26 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           extra.socket.close(1013, "Rate limited: try again later");
           return false;
         }
-        const viewer = await authenticate(db.sql, bearerFrom(authorization));
-        if (!viewer || !(await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId)) {
+        let viewer: Awaited<ReturnType<typeof authenticate>>;
+        let live: boolean;
+        try {
+          viewer = await authenticate(db.sql, bearerFrom(authorization));
+          live = viewer !== null && (await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId);
+        } catch (error) {
+          // The database cannot say who this is: refuse for now with a code clients retry
+          // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
+          logger.warn({ err: { message: (error as Error).message } }, "websocket refused: the token could not be checked");
+          extra.socket.close(1013, "Try again later: the token could not be checked");
+          return false;
+        }
+        if (!viewer || !live) {
           logger.info({ address: clientAddress(extra.request) }, "websocket refused: no valid token in connection_init");
           // 4401: graphql-ws clients do not retry it (4403, the library's default here, they do).
           extra.socket.close(TOKEN_INVALID_CLOSE.code, "Unauthorized: send a valid token as connectionParams.authorization");
           return false;
         }
         known.remember(hashToken(bearerFrom(authorization)!));
-        const live = {
+        const socket = {
           tokenId: viewer.tokenId,
           orgId: viewer.orgId,
           userId: viewer.userId,
@@ -215,10 +226,10 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           close: (code: number, reason: string) => extra.socket.close(code, reason),
           rateKey: `token:${hashToken(bearerFrom(authorization)!)}`,
         };
-        extra.live = live;
-        sockets.add(live);
+        extra.live = socket;
+        sockets.add(socket);
         // Closed while we were authenticating: onClose has run already.
-        if (extra.socket.readyState !== extra.socket.OPEN) sockets.remove(live);
+        if (extra.socket.readyState !== extra.socket.OPEN) sockets.remove(socket);
         return true;
       },
       /** Before an operation starts: the token's rate and its quota of open operations. */

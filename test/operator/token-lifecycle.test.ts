@@ -131,4 +131,18 @@ describe("token lifecycle on WebSockets", () => {
     expect(code).toBe(4408);
     expect(afterMs).toBeGreaterThanOrEqual(450);
   });
+
+  it("when the token cannot be checked, connection_init is refused with 1013, which clients retry; once it can, they connect", async () => {
+    const plan = await freshPlan();
+    // A real failure to read tokens, in this file's own schema.
+    await a.db.sql.query(`ALTER TABLE api_tokens RENAME TO api_tokens_away`);
+    try {
+      const refused = watch(baseA, org.adminToken, plan.id);
+      expect((await within(refused.closed, 3_000, "the socket being refused")).code).toBe(1013);
+    } finally {
+      await a.db.sql.query(`ALTER TABLE api_tokens_away RENAME TO api_tokens`);
+    }
+    const again = watch(baseA, org.adminToken, plan.id);
+    expect((await again.stream.next()).planId).toBe(plan.id);
+  });
 });
