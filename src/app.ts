@@ -200,6 +200,7 @@ export function createApp(deps: AppDeps) {
     yoga,
     httpServer,
     services,
+    operator,
     async listen(port: number, host: string): Promise<number> {
       await new Promise<void>((resolve) => httpServer.listen(port, host, resolve));
       const address = httpServer.address();

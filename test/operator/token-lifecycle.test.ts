@@ -132,6 +132,20 @@ describe("token lifecycle on WebSockets", () => {
     expect(afterMs).toBeGreaterThanOrEqual(450);
   });
 
+  it("a revocation whose event never arrived (the bus down) is caught by the periodic re-check", async () => {
+    const plan = await freshPlan();
+    const reader = await person(a, org.orgId, "reader", [READ]);
+    const quiet = await issueToken(a.db.prisma, { userId: reader.userId, orgId: org.orgId, name: "revoked quietly" });
+    const w = watch(baseB, quiet.token, plan.id);
+    await w.stream.next();
+    // Revoked in the database only: no event is published.
+    await a.db.sql.query(`UPDATE api_tokens SET "revokedAt" = now() WHERE id = $1`, [quiet.id]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.app.operator.sockets.size).toBeGreaterThan(0);
+    await b.app.operator.sockets.revalidate(null); // what the sweep runs every REVALIDATE_MS
+    expect((await within(w.closed, 1_000, "the quietly revoked token's socket closing")).code).toBe(4401);
+  });
+
   it("when the token cannot be checked, connection_init is refused with 1013, which clients retry; once it can, they connect", async () => {
     const plan = await freshPlan();
     // A real failure to read tokens, in this file's own schema.
