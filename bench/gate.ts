@@ -238,6 +238,9 @@ async function startServer(schema: string): Promise<{ url: string; child: ChildP
       LOG_LEVEL: "warn",
       COUNTERSIGN_WORKERS: "none",
       COUNTERSIGN_SEED_DEMO: "never",
+      // The bench drives thousands of subscriptions from a few tokens: it measures the gate, not the limits.
+      COUNTERSIGN_RATE_LIMIT_RPS: "0",
+      COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: "0",
     },
     stdio: ["ignore", process.env.BENCH_GATE_NODE_FLAGS ? "inherit" : "ignore", "inherit"],
   });

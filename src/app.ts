@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { createYoga, maskError, type Plugin, type YogaInitialContext } from "graphql-yoga";
+import { createYoga, maskError, type YogaInitialContext } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer, type WebSocket } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
-import { GraphQLError } from "graphql";
+import { GraphQLError, type DocumentNode } from "graphql";
 import { authenticate } from "./auth/authenticate.js";
 import { bearerFrom } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
@@ -22,6 +22,7 @@ import type { Logger } from "./infra/logger.js";
 import { createServices } from "./services/index.js";
 import { AppError } from "./errors.js";
 import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
+import { createOperatorControls } from "./infra/operator.js";
 
 export interface AppDeps {
   config: Config;
@@ -56,9 +57,12 @@ export function socketSink(
 export function createApp(deps: AppDeps) {
   const { db, events, logger } = deps;
   const services = createServices(deps);
+  // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/infra/operator.ts).
+  const operator = createOperatorControls(deps);
 
   async function buildContext(authorization: string | null | undefined, requestId: string): Promise<Context> {
     const viewer = await authenticate(db.sql, bearerFrom(authorization));
+    if (viewer) operator.authenticated(authorization);
     return {
       requestId,
       logger: logger.child({ requestId, userId: viewer?.userId }),
@@ -78,6 +82,7 @@ export function createApp(deps: AppDeps) {
     graphiql: explorerOptions(),
     renderGraphiQL: renderExplorer,
     landingPage: false,
+    cors: operator.cors,
     context: async (initial: YogaInitialContext & { req?: IncomingMessage; connectionParams?: Record<string, unknown> }) => {
       const requestId = initial.request.headers.get("x-request-id") ?? randomUUID();
       const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
@@ -97,6 +102,11 @@ export function createApp(deps: AppDeps) {
           });
         }
         if ((error as GraphQLError).extensions?.code) return error as Error;
+        // The request's own fault (a limit, variables that do not coerce): logged once, at info, by the operator plugin.
+        if (!original || original instanceof GraphQLError) {
+          const e = error as GraphQLError;
+          return new GraphQLError(e.message, { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path, extensions: { ...e.extensions, code: "BAD_REQUEST" } });
+        }
         const errorId = randomUUID();
         logger.error({ err: original ?? error, errorId }, "unexpected error");
         const masked = maskError(error, `Unexpected error (id ${errorId})`, isDev) as GraphQLError;
@@ -104,22 +114,8 @@ export function createApp(deps: AppDeps) {
       },
     },
     plugins: [
-      <Plugin<Context>>{
-        // One structured line per operation, carrying the request id its context logger has.
-        onExecute({ args }) {
-          const started = performance.now();
-          const ctx = args.contextValue as Context;
-          return {
-            onExecuteDone({ result }) {
-              const errors = "errors" in result && Array.isArray(result.errors) ? result.errors.length : 0;
-              ctx.logger.info(
-                { operation: args.operationName ?? null, durationMs: Math.round((performance.now() - started) * 10) / 10, errors },
-                "graphql operation",
-              );
-            },
-          };
-        },
-      },
+      // One structured line per operation (refused ones at info or warn, no stack), and its metrics.
+      operator.plugin,
       // planGate / workspaceGates: one execution per (operation, snapshot), shared by subscribers.
       useSharedEventResults(),
       maxDepthPlugin({ n: OPERATION_LIMITS.maxDepth, ignoreIntrospection: true, flattenFragments: true }),
@@ -131,6 +127,7 @@ export function createApp(deps: AppDeps) {
 
   const httpServer: Server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
+    if (await operator.http(req, res, url)) return;
     if (url.pathname === "/healthz") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
       return;
@@ -156,10 +153,16 @@ export function createApp(deps: AppDeps) {
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
   const wsCleanup = useServer(
     {
+      connectionInitWaitTimeout: operator.ws.connectionInitWaitTimeout,
+      onConnect: operator.ws.onConnect,
+      onComplete: operator.ws.onComplete,
+      onClose: operator.ws.onClose,
       // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
       onSubscribe: async (ctx, id, params) => {
+        const refused = operator.ws.admit(ctx);
+        if (refused) return refused;
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
@@ -172,26 +175,26 @@ export function createApp(deps: AppDeps) {
             headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
           }),
         });
-        // A syntax error is the client's: answered as an error message, not a closed socket.
-        let parsed;
+        let document: DocumentNode;
         try {
-          parsed = parse(params.query);
+          document = parse(params.query);
+          const errors = validate(s, document);
+          if (errors.length) return errors;
         } catch (error) {
-          if (error instanceof GraphQLError) return [error];
-          throw error;
+          // A syntax error or a graphql-armor limit throws: refuse the operation, not the socket (4500).
+          return operator.ws.refusal(error);
         }
         const args = {
           schema: s,
           operationName: params.operationName,
-          document: parsed,
+          document,
           variableValues: params.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
         args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
-        const errors = validate(args.schema, args.document);
-        if (errors.length) return errors;
+        operator.ws.track(ctx, id, args.document, params.operationName);
         return args;
       },
     },
@@ -202,6 +205,7 @@ export function createApp(deps: AppDeps) {
     yoga,
     httpServer,
     services,
+    operator,
     async listen(port: number, host: string): Promise<number> {
       await new Promise<void>((resolve) => httpServer.listen(port, host, resolve));
       const address = httpServer.address();
@@ -210,6 +214,7 @@ export function createApp(deps: AppDeps) {
     async close() {
       await wsCleanup.dispose();
       wsServer.close();
+      await operator.close();
       await new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections?.();
       await services.close();

@@ -9,6 +9,8 @@ export interface Viewer {
   name: string;
   email: string;
   isServiceAccount: boolean;
+  /** When the token stops authenticating (null: never); a WebSocket closes then (live-sockets.ts). */
+  expiresAt?: Date | null;
 }
 
 /**
@@ -17,8 +19,10 @@ export interface Viewer {
  */
 export async function authenticate(sql: SqlRunner, token: string | null): Promise<Viewer | null> {
   if (!token) return null;
-  const rows = await sql.query<Viewer & { lastUsedAt: Date | null }>(
-    `SELECT t.id AS "tokenId", t."userId", t."orgId", t."lastUsedAt", u.name, u.email, u."isServiceAccount"
+  const rows = await sql.query<Viewer & { lastUsedAt: Date | null; expiresInMs: number | null }>(
+    // The time left, not the stored timestamp: it is zone-less, and this process's clock may differ from the database's.
+    `SELECT t.id AS "tokenId", t."userId", t."orgId", t."lastUsedAt",
+            (EXTRACT(EPOCH FROM (t."expiresAt" - now())) * 1000)::float8 AS "expiresInMs", u.name, u.email, u."isServiceAccount"
        FROM api_tokens t JOIN users u ON u.id = t."userId"
       WHERE t."tokenHash" = $1 AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`,
     [hashToken(token)],
@@ -28,6 +32,6 @@ export async function authenticate(sql: SqlRunner, token: string | null): Promis
   if (!row.lastUsedAt || Date.now() - new Date(row.lastUsedAt).getTime() > 60_000) {
     await sql.query(`UPDATE api_tokens SET "lastUsedAt" = now() WHERE id = $1`, [row.tokenId]);
   }
-  const { lastUsedAt: _ignored, ...viewer } = row;
-  return viewer;
+  const { lastUsedAt: _ignored, expiresInMs, ...viewer } = row;
+  return { ...viewer, expiresAt: expiresInMs === null ? null : new Date(Date.now() + expiresInMs) };
 }

@@ -32,6 +32,18 @@ const EnvSchema = z.object({
   COUNTERSIGN_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
   PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   HOST: z.string().default("0.0.0.0"),
+  /** Requests (and WebSocket operations) per second per token, or per client address without one; 0 turns the limit off. */
+  COUNTERSIGN_RATE_LIMIT_RPS: z.coerce.number().min(0).default(50),
+  /** Requests a token may send at once above the steady rate (the bucket's size); default twice the rate. */
+  COUNTERSIGN_RATE_LIMIT_BURST: z.coerce.number().int().min(1).optional(),
+  /** Open WebSocket operations (subscriptions) per token on one process; 0 turns the cap off. */
+  COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: z.coerce.number().int().min(0).default(100),
+  /** A WebSocket that has not sent connection_init this long after opening is closed (4408). */
+  COUNTERSIGN_WS_INIT_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  /** When set, GET /metrics answers only `Authorization: Bearer <this>`. */
+  COUNTERSIGN_METRICS_TOKEN: z.string().min(16).optional(),
+  /** Comma-separated origins allowed to call the API from a browser (CORS); empty: same origin only. */
+  COUNTERSIGN_CORS_ORIGINS: z.string().default(""),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -69,5 +81,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
+    rateLimit: {
+      rps: e.COUNTERSIGN_RATE_LIMIT_RPS,
+      burst: e.COUNTERSIGN_RATE_LIMIT_BURST ?? Math.max(1, Math.ceil(e.COUNTERSIGN_RATE_LIMIT_RPS * 2)),
+      maxSubscriptionsPerToken: e.COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN,
+    },
+    wsInitTimeoutMs: e.COUNTERSIGN_WS_INIT_TIMEOUT_MS,
+    metricsToken: e.COUNTERSIGN_METRICS_TOKEN,
+    corsOrigins: parseOrigins(e.COUNTERSIGN_CORS_ORIGINS),
   };
+}
+
+/** `https://a.example, https://b.example` → exact origins (scheme://host[:port], no path); `*` is refused. */
+function parseOrigins(raw: string): string[] {
+  const origins = raw.split(",").map((o) => o.trim()).filter(Boolean);
+  for (const origin of origins) {
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(origin);
+    } catch {}
+    if (!parsed || parsed.origin !== origin) {
+      throw new Error(`Invalid environment:\n  COUNTERSIGN_CORS_ORIGINS: "${origin}" is not an origin like https://app.example.com`);
+    }
+  }
+  return origins;
 }

@@ -33,6 +33,8 @@ export interface Database {
   sql: SqlRunner;
   /** SQL statements sent so far on this database (Prisma's and raw): how tests prove no N+1. */
   statementCount(): number;
+  /** The connection pool's counts (PostgreSQL only), for /metrics. */
+  poolStats?(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
 }
 
@@ -101,6 +103,7 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
     prisma,
     sql: pgRunner(pool),
     statementCount: () => statements,
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await prisma.$disconnect();
       await pool.end().catch(() => {});

@@ -11,6 +11,8 @@ export interface Topics {
   "gate:changed": { orgId: string; workspaceIds: string[]; reason: string };
   /** Role membership or grants changed in an org: every open gate there may change. */
   "authz:changed": { orgId: string; reason: string };
+  /** An API token was revoked: every process closes that token's WebSockets (src/auth/live-sockets.ts). */
+  "auth:token_revoked": { orgId: string; tokenId: string };
   /** A held tool call's request changed state or got a vote. */
   "approval:changed": { orgId: string; workspaceId: string; requestId: string; reason: string };
 }

@@ -173,6 +173,8 @@ type Subscriber = PlanSubscriber | WorkspaceSubscriber;
 interface Dirty {
   all: boolean;
   workspaceIds: Set<string>;
+  /** When the first event of this round arrived (performance.now()). */
+  since: number;
 }
 
 interface WorkspaceHead {
@@ -216,6 +218,8 @@ export class GateHub {
     /** Users and roles whose rows the round read (the rest came from the cache). */
     peopleLoaded: number;
   }[] = [];
+  /** Told of every finished round, with its event-to-delivery time (the metrics, src/infra/metrics.ts). */
+  readonly roundListeners = new Set<(round: { evaluations: number; deliveries: number; seconds: number }) => void>();
   /** Per organization with subscribers: principals, users and roles, kept while the authz epoch holds. */
   private readonly caches = new Map<string, OrgCaches>();
 
@@ -382,7 +386,7 @@ export class GateHub {
 
   private mark(orgId: string, workspaceIds: readonly string[] | null) {
     if (!orgId || !this.byOrg.has(orgId)) return;
-    const dirty = this.dirty.get(orgId) ?? { all: false, workspaceIds: new Set<string>() };
+    const dirty = this.dirty.get(orgId) ?? { all: false, workspaceIds: new Set<string>(), since: performance.now() };
     if (workspaceIds === null) dirty.all = true;
     else for (const id of workspaceIds) if (this.byWorkspace.has(id)) dirty.workspaceIds.add(id);
     if (!dirty.all && dirty.workspaceIds.size === 0) return;
@@ -540,6 +544,7 @@ export class GateHub {
       }),
     ]);
     this.recentRounds.push(tally);
+    for (const listener of this.roundListeners) listener({ ...tally, seconds: (performance.now() - dirty.since) / 1000 });
     if (this.recentRounds.length > 50) this.recentRounds.shift();
   }
 

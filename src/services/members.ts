@@ -109,7 +109,9 @@ export async function revokeApiToken(deps: RoleDeps, id: string) {
   const token = await deps.db.prisma.apiToken.findFirst({ where: { id, orgId: viewer.orgId } });
   if (!token) throw new NotFoundError("ApiToken", id);
   if (token.userId !== viewer.userId) await deps.authz.require(MEMBER("update"));
-  return deps.db.prisma.apiToken.update({ where: { id }, data: { revokedAt: token.revokedAt ?? new Date() } });
+  const revoked = await deps.db.prisma.apiToken.update({ where: { id }, data: { revokedAt: token.revokedAt ?? new Date() } });
+  deps.events.publish("auth:token_revoked", { orgId: token.orgId, tokenId: token.id });
+  return revoked;
 }
 
 /** Soft delete: every check fails for a deleted organization from then on. */

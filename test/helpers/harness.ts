@@ -3,7 +3,7 @@ import { createApp, type App } from "../../src/app.js";
 import { loadConfig, type Config } from "../../src/infra/config.js";
 import { openPostgres, type Database } from "../../src/infra/db.js";
 import { createEventBus, type EventBus } from "../../src/infra/events.js";
-import { createLogger } from "../../src/infra/logger.js";
+import { createLogger, type Logger } from "../../src/infra/logger.js";
 import { migrate } from "../../src/infra/migrate.js";
 import { reconcileSystemRoles } from "../../src/services/system-roles.js";
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from "./env.js";
@@ -30,7 +30,9 @@ export function newSchemaName(): string {
  * A real Countersign on the real PostgreSQL (a fresh schema of the `test` database, dropped
  * at close) and the real Redis (channels prefixed by the schema name, so files never cross).
  */
-export async function startTestApp(options: { env?: Record<string, string>; schemaName?: string; migrateOnly?: boolean } = {}): Promise<TestApp> {
+export async function startTestApp(
+  options: { env?: Record<string, string>; schemaName?: string; migrateOnly?: boolean; logger?: Logger } = {},
+): Promise<TestApp> {
   const schemaName = options.schemaName ?? newSchemaName();
   const config = loadConfig({
     DATABASE_URL: TEST_DATABASE_URL,
@@ -38,13 +40,16 @@ export async function startTestApp(options: { env?: Record<string, string>; sche
     REDIS_URL: TEST_REDIS_URL,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     COUNTERSIGN_WORKERS: "none",
+    // Tests drive one token hard (1,000 subscriptions on one socket): limits are off unless a test sets them.
+    COUNTERSIGN_RATE_LIMIT_RPS: "0",
+    COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: "0",
     ...options.env,
   });
   const db = await openPostgres(TEST_DATABASE_URL, schemaName);
   await migrate(db.sql);
   await reconcileSystemRoles(db.prisma);
   const events = createEventBus({ redisUrl: TEST_REDIS_URL, channelPrefix: schemaName });
-  const app = createApp({ config, db, events, logger: createLogger(config.logLevel) });
+  const app = createApp({ config, db, events, logger: options.logger ?? createLogger(config.logLevel) });
   let listening = false;
   return {
     app,

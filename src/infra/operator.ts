@@ -1,0 +1,280 @@
+// What an operator relies on at the API's edge, in one place for src/app.ts to wire:
+// rate limits and the WebSocket quota, the WebSocket's token lifecycle, /metrics, one log line
+// per operation, and CORS. docs/operations.md describes each for operators.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { GraphQLError, Kind, getOperationAST, type DocumentNode } from "graphql";
+import type { Plugin } from "graphql-yoga";
+import type { WebSocket } from "ws";
+import { authenticate } from "../auth/authenticate.js";
+import { LiveSockets, liveTokenIds, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
+import { bearerFrom, hashToken } from "../auth/tokens.js";
+import { AppError } from "../errors.js";
+import type { Context } from "../graphql/context.js";
+import { gateHub } from "../services/gate-live.js";
+import type { Config } from "./config.js";
+import type { Database } from "./db.js";
+import type { EventBus } from "./events.js";
+import type { Logger } from "./logger.js";
+import { createMetrics } from "./metrics.js";
+import { clientAddress, KnownTokens, keyLabel, rateKey, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
+
+/**
+ * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
+ * the gateway's endpoints (which authenticate with their own keys) are not limited here.
+ */
+const GRAPHQL_PATH = "/graphql";
+
+export const RATE_LIMITED = "RATE_LIMITED";
+
+/** What graphql-ws's server context carries for us (ctx.extra). */
+interface SocketExtra {
+  socket: WebSocket;
+  request: IncomingMessage;
+  live?: LiveSocket & { rateKey: string };
+}
+interface WsContext {
+  connectionParams?: Readonly<Record<string, unknown>>;
+  subscriptions: Record<string, unknown>;
+  extra: unknown;
+}
+
+/** The outcome of an operation from its errors: "ok", or the code of the first error. */
+export function outcomeOf(errors: readonly unknown[] | undefined): string {
+  if (!errors || errors.length === 0) return "ok";
+  const first = errors[0] as GraphQLError;
+  const original = first.originalError;
+  if (original instanceof AppError) return original.code;
+  if (typeof first.extensions?.code === "string") return first.extensions.code;
+  // A GraphQLError of its own (variables that do not coerce, a limit) is the request's fault.
+  return original && !(original instanceof GraphQLError) ? "UNEXPECTED" : "BAD_REQUEST";
+}
+
+/** One line, no stack: the first error's message, shortened. */
+function firstMessage(errors: readonly unknown[]): string {
+  const m = String((errors[0] as Error)?.message ?? "");
+  return m.length > 200 ? `${m.slice(0, 200)}…` : m;
+}
+
+export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger }) {
+  const { config, db, events, logger } = deps;
+  const sockets = new LiveSockets(db.sql, events, logger.child({ module: "websockets" }));
+  sockets.start();
+  const metrics = createMetrics({ config, db, events, sockets });
+  const hub = gateHub(db, events);
+  hub.roundListeners.add(metrics.gateRound);
+  const limiter = new TokenBuckets(config.rateLimit.rps, config.rateLimit.burst);
+  const known = new KnownTokens();
+  const maxOps = config.rateLimit.maxSubscriptionsPerToken;
+
+  const rateLimitedError = (message: string, retryAfterMs?: number) =>
+    new GraphQLError(message, { extensions: { code: RATE_LIMITED, ...(retryAfterMs ? { retryAfterSeconds: retryAfterSeconds(retryAfterMs) } : {}) } });
+
+  /** One line per refused or finished operation; unexpected failures are logged by maskError (app.ts). */
+  const logOperation = (log: Logger, name: string | null | undefined, type: string, errors: readonly unknown[] | undefined, seconds: number, refused?: string) => {
+    const outcome = refused ?? outcomeOf(errors);
+    metrics.operation(name, type, outcome, seconds);
+    const line = { operation: name ?? null, type, outcome, durationMs: Math.round(seconds * 10_000) / 10, errors: errors?.length ?? 0 };
+    if (outcome === "ok" || outcome === "UNEXPECTED") log.info(line, "graphql operation");
+    else log[outcome === RATE_LIMITED ? "warn" : "info"]({ ...line, message: firstMessage(errors!) }, "graphql operation refused");
+  };
+
+  const requestLogger = (context: unknown) => {
+    const c = context as Partial<Context> & { request?: Request };
+    return c.logger ?? logger.child({ requestId: c.request?.headers.get("x-request-id") ?? undefined });
+  };
+  const operationName = (context: unknown) => (context as { params?: { operationName?: string } }).params?.operationName;
+
+  const plugin: Plugin<Context> = {
+    // Refused before execution: a syntax error or the token limit (parse), a validation error
+    // or a depth / alias / cost limit (validate). One line each, at info, never a stack.
+    onParse({ context }) {
+      const started = performance.now();
+      return ({ result }) => {
+        if (result instanceof Error) logOperation(requestLogger(context), operationName(context), "unknown", [result], (performance.now() - started) / 1000, "GRAPHQL_PARSE_FAILED");
+      };
+    },
+    onValidate({ context, params, validateFn, setValidationFn }) {
+      const started = performance.now();
+      const refused = (errors: readonly unknown[]) => {
+        const op = getOperationAST(params.documentAST as DocumentNode, operationName(context));
+        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
+      };
+      // graphql-armor's depth and alias limits throw out of validation rather than return errors.
+      setValidationFn((...args: Parameters<typeof validateFn>) => {
+        try {
+          return validateFn(...args);
+        } catch (error) {
+          refused([error]);
+          throw error;
+        }
+      });
+      return ({ valid, result }) => {
+        if (!valid) refused(result);
+      };
+    },
+    onExecute({ args }) {
+      const started = performance.now();
+      const op = getOperationAST(args.document, args.operationName);
+      return {
+        onExecuteDone({ result }) {
+          const errors = "errors" in result && Array.isArray(result.errors) ? result.errors : undefined;
+          logOperation((args.contextValue as Context).logger, op?.name?.value ?? args.operationName, op?.operation ?? "unknown", errors, (performance.now() - started) / 1000);
+        },
+      };
+    },
+    onSubscribe({ args }) {
+      const started = performance.now();
+      const op = getOperationAST(args.document, args.operationName);
+      return {
+        onSubscribeResult({ result }) {
+          const errors = !(Symbol.asyncIterator in (result as object)) ? ((result as { errors?: unknown[] }).errors ?? undefined) : undefined;
+          logOperation((args.contextValue as Context).logger, op?.name?.value ?? args.operationName, "subscription", errors, (performance.now() - started) / 1000);
+        },
+      };
+    },
+  };
+
+  const extraOf = (ctx: WsContext) => ctx.extra as SocketExtra;
+
+  return {
+    sockets,
+    metrics,
+    plugin,
+
+    /** Remembers a token that authenticated, so its requests count against it (not the address). */
+    authenticated(authorization: string | null | undefined) {
+      const bearer = bearerFrom(authorization);
+      if (bearer) known.remember(hashToken(bearer));
+    },
+
+    /**
+     * Before any other route: serves /metrics, and answers 429 with Retry-After to a request over
+     * its rate. True when it answered.
+     */
+    async http(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+      if (url.pathname === "/metrics" && req.method === "GET") {
+        await metrics.handle(req, res);
+        return true;
+      }
+      if (url.pathname !== GRAPHQL_PATH) return false;
+      const key = rateKey(known, req.headers.authorization, clientAddress(req));
+      const taken = limiter.take(key);
+      if (taken.ok) return false;
+      metrics.rateLimited("http");
+      const seconds = retryAfterSeconds(taken.retryAfterMs);
+      logger.warn({ key: keyLabel(key), path: url.pathname, retryAfterSeconds: seconds }, "request rate limited");
+      const body = { errors: [{ message: `Rate limit exceeded: at most ${config.rateLimit.rps} requests per second. Retry after ${seconds} s.`, extensions: { code: RATE_LIMITED, retryAfterSeconds: seconds } }] };
+      res.writeHead(429, { "content-type": "application/json; charset=utf-8", "retry-after": String(seconds) }).end(JSON.stringify(body));
+      return true;
+    },
+
+    /** CORS (graphql-yoga's `cors`): only listed origins, never with credentials; others get no CORS headers. */
+    cors(request: Request) {
+      const origin = request.headers.get("origin");
+      if (!origin || !config.corsOrigins.includes(origin)) return false as const;
+      return {
+        origin: [origin],
+        credentials: false,
+        methods: ["GET", "POST", "OPTIONS"],
+        allowedHeaders: ["authorization", "content-type", "x-request-id"],
+        maxAge: 600,
+      };
+    },
+
+    /** graphql-ws hooks: the socket authenticates once, at connection_init, or is closed. */
+    ws: {
+      connectionInitWaitTimeout: config.wsInitTimeoutMs,
+      async onConnect(ctx: WsContext): Promise<boolean> {
+        const extra = extraOf(ctx);
+        const raw = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        const authorization = typeof raw === "string" ? raw : null;
+        const key = rateKey(known, authorization, clientAddress(extra.request));
+        const taken = limiter.take(key);
+        if (!taken.ok) {
+          metrics.rateLimited("ws_connect");
+          // 1013 "Try Again Later": clients may reconnect, after a while.
+          extra.socket.close(1013, "Rate limited: try again later");
+          return false;
+        }
+        let viewer: Awaited<ReturnType<typeof authenticate>>;
+        let live: boolean;
+        try {
+          viewer = await authenticate(db.sql, bearerFrom(authorization));
+          live = viewer !== null && (await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId);
+        } catch (error) {
+          // The database cannot say who this is: refuse for now with a code clients retry
+          // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
+          logger.warn({ err: { message: (error as Error).message } }, "websocket refused: the token could not be checked");
+          extra.socket.close(1013, "Try again later: the token could not be checked");
+          return false;
+        }
+        if (!viewer || !live) {
+          logger.info({ address: clientAddress(extra.request) }, "websocket refused: no valid token in connection_init");
+          // 4401: graphql-ws clients do not retry it (4403, the library's default here, they do).
+          extra.socket.close(TOKEN_INVALID_CLOSE.code, "Unauthorized: send a valid token as connectionParams.authorization");
+          return false;
+        }
+        known.remember(hashToken(bearerFrom(authorization)!));
+        const socket = {
+          tokenId: viewer.tokenId,
+          orgId: viewer.orgId,
+          userId: viewer.userId,
+          expiresAt: viewer.expiresAt ? new Date(viewer.expiresAt) : null,
+          operations: new Map<string, string>(),
+          isOpen: (id: string) => id in ctx.subscriptions,
+          close: (code: number, reason: string) => extra.socket.close(code, reason),
+          rateKey: `token:${hashToken(bearerFrom(authorization)!)}`,
+        };
+        extra.live = socket;
+        sockets.add(socket);
+        // Closed while we were authenticating: onClose has run already.
+        if (extra.socket.readyState !== extra.socket.OPEN) sockets.remove(socket);
+        return true;
+      },
+      /** Before an operation starts: the token's rate and its quota of open operations. */
+      admit(ctx: WsContext): GraphQLError[] | null {
+        const live = extraOf(ctx).live;
+        if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
+        const taken = limiter.take(live.rateKey);
+        if (!taken.ok) {
+          metrics.rateLimited("ws_operation");
+          return [rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} operations per second.`, taken.retryAfterMs)];
+        }
+        if (maxOps > 0 && sockets.operationsOf(live.tokenId) >= maxOps) {
+          metrics.rateLimited("ws_subscriptions");
+          return [rateLimitedError(`Too many open subscriptions: at most ${maxOps} per token. Complete one first.`)];
+        }
+        return null;
+      },
+      /** A parse or validation that threw (a syntax error, a limit), as the operation's errors. */
+      refusal(error: unknown): GraphQLError[] {
+        if (error instanceof GraphQLError) return [new GraphQLError(error.message, { extensions: { ...error.extensions, code: error.extensions?.code ?? "BAD_REQUEST" } })];
+        throw error;
+      },
+      /** Counts an operation that is starting (by its root field) toward the token's quota. */
+      track(ctx: WsContext, id: string, document: DocumentNode, operationName: string | null | undefined) {
+        const live = extraOf(ctx).live;
+        if (!live) return;
+        const op = getOperationAST(document, operationName);
+        const first = op?.selectionSet.selections[0];
+        live.operations.set(id, first?.kind === Kind.FIELD ? first.name.value : (op?.operation ?? "unknown"));
+      },
+      onComplete(ctx: WsContext, id: string) {
+        extraOf(ctx).live?.operations.delete(id);
+      },
+      onClose(ctx: WsContext) {
+        const live = extraOf(ctx).live;
+        if (live) sockets.remove(live);
+      },
+    },
+
+    async close() {
+      hub.roundListeners.delete(metrics.gateRound);
+      sockets.stop();
+      await metrics.close();
+    },
+  };
+}
+
+export type OperatorControls = ReturnType<typeof createOperatorControls>;
