@@ -1,5 +1,6 @@
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
+import type { SqlRunner } from "../infra/db.js";
 import type { Execution, ExecutionState, GatewayStore, HeldInvocation, HeldState } from "./store.js";
 
 /**
@@ -140,4 +141,37 @@ function toExecution(row: {
   error: string | null;
 }): Execution {
   return { ...row, state: row.state as ExecutionState };
+}
+
+/** A held call's ticket, to be written to the stream again. */
+export type StrandedHeld = { approvalId: string; ticket: string };
+
+/**
+ * Held records whose request never reached the inbox: still AwaitingApproval and unexpired, with
+ * no approval request of their id, held (or last put back on the stream) longer ago than
+ * `afterMs` times 2^(times already put back, at most 6) — so a ticket the inbox keeps rejecting
+ * (its connection was deleted, say) is retried ever more rarely, not every tick. Oldest first.
+ * Reads the gateway's table and the inbox's in one database: the embedded gateway's case.
+ */
+export async function findStrandedHeld(sql: SqlRunner, options: { afterMs: number; now: Date; limit: number }): Promise<StrandedHeld[]> {
+  return sql.query<StrandedHeld>(
+    `SELECT g."approvalId", g.ticket FROM gateway_invocations g
+      WHERE g.state = 'AwaitingApproval' AND g.ticket IS NOT NULL AND g."expiresAt" > $1::timestamptz
+        AND COALESCE(g."republishedAt", g."createdAt")
+            <= $1::timestamptz - make_interval(secs => $2::double precision * power(2, LEAST(g."republishCount", 6)) / 1000.0)
+        AND NOT EXISTS (SELECT 1 FROM approval_requests r WHERE r.id = g."approvalId")
+      ORDER BY g."createdAt"
+      LIMIT $3`,
+    [options.now, options.afterMs, options.limit],
+  );
+}
+
+/** Records that these tickets were written to the stream again at `now`. */
+export async function markRepublished(sql: SqlRunner, approvalIds: string[], now: Date): Promise<void> {
+  if (approvalIds.length === 0) return;
+  await sql.query(
+    `UPDATE gateway_invocations SET "republishedAt" = $2::timestamptz, "republishCount" = "republishCount" + 1
+      WHERE "approvalId" = ANY($1::text[])`,
+    [approvalIds, now],
+  );
 }

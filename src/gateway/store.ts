@@ -62,8 +62,11 @@ export interface GatewayStore {
   resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
   findConnection(connectionId: string): Promise<GatewayConnection | null>;
 
-  /** Commits the held record (state AwaitingApproval). Called only after the ticket is on the stream. */
-  createHeld(record: Omit<HeldInvocation, "state">): Promise<void>;
+  /**
+   * Commits the held record (state AwaitingApproval). Called only after the ticket is on the
+   * stream; `ticket` is the canonical JSON written there, kept so it can be written again.
+   */
+  createHeld(record: Omit<HeldInvocation, "state"> & { ticket?: string }): Promise<void>;
   findHeld(approvalId: string): Promise<HeldInvocation | null>;
   /** An unexpired AwaitingApproval record for the same key, idempotency key and arguments. */
   findAwaiting(virtualKeyId: string, idempotencyKey: string, argumentHash: string, now: Date): Promise<HeldInvocation | null>;
