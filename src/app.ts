@@ -21,6 +21,7 @@ import type { Logger } from "./infra/logger.js";
 import { createServices } from "./services/index.js";
 import { AppError } from "./errors.js";
 import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
+import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
 export interface AppDeps {
   config: Config;
@@ -96,6 +97,8 @@ export function createApp(deps: AppDeps) {
           });
         }
         if ((error as GraphQLError).extensions?.code) return error as Error;
+        // PostgreSQL (or Redis) unreachable: retryable, 503 + Retry-After over HTTP (infra/faults.ts).
+        if (isUnavailableError(original ?? error)) return unavailableGraphQLError(deps.config.unavailableRetryAfterSeconds, { path: (error as GraphQLError).path });
         const errorId = randomUUID();
         logger.error({ err: original ?? error, errorId }, "unexpected error");
         const masked = maskError(error, `Unexpected error (id ${errorId})`, isDev) as GraphQLError;
@@ -156,7 +159,8 @@ export function createApp(deps: AppDeps) {
       // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
-      onSubscribe: async (ctx, id, params) => {
+      // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
+      onSubscribe: guardSubscribe(async (ctx, id, params) => {
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
@@ -180,7 +184,7 @@ export function createApp(deps: AppDeps) {
         const errors = validate(args.schema, args.document);
         if (errors.length) return errors;
         return args;
-      },
+      }, { logger, retryAfterSeconds: deps.config.unavailableRetryAfterSeconds }),
     },
     wsServer,
   );
