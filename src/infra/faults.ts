@@ -98,6 +98,13 @@ export function guardSubscribe<F extends (...args: any[]) => Promise<unknown>>(o
     try {
       return await onSubscribe(...args);
     } catch (error) {
+      // Already shaped by the error mask (the context factory's failures pass through it): sent
+      // as it is, less the HTTP-only extension.
+      if (error instanceof GraphQLError && typeof error.extensions?.code === "string") {
+        const { http: _http, ...extensions } = error.extensions as Record<string, unknown>;
+        if (error.extensions.code === SERVICE_UNAVAILABLE) options.logger.warn("subscription refused: a dependency is unavailable");
+        return [new GraphQLError(error.message, { extensions })];
+      }
       if (isUnavailableError(error)) {
         options.logger.warn({ err: String(error) }, "subscription refused: a dependency is unavailable");
         return [unavailableGraphQLError(options.retryAfterSeconds, { http: false })];
