@@ -80,8 +80,6 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
     // Timestamps are stored without a zone; the session is pinned to UTC so raw SQL and
     // Prisma agree whatever the server's default.
     options: `-c timezone=UTC${schema ? ` -c search_path=${schema}` : ""}`,
-    // A server that does not answer (rather than refusing) fails a request in bounded time.
-    connectionTimeoutMillis: 5_000,
   });
   // An idle connection the server closes (PostgreSQL stopped or restarted: 57P01) is dropped
   // from the pool and reported here; without a listener it would end the process. The next

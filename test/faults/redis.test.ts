@@ -46,7 +46,7 @@ beforeAll(async () => {
     COUNTERSIGN_DELIVERY_INTERVAL_MS: "600000",
     COUNTERSIGN_HELD_REPUBLISH_AFTER_MS: "1000",
   });
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const c of clients) await c.dispose();
@@ -115,5 +115,5 @@ describe("Redis killed under mutations and live subscriptions, restarted empty",
     expect(gate.errors).toEqual([]);
     expect(server.alive()).toBe(true);
     expect(server.crashes()).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 });
