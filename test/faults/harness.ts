@@ -175,7 +175,7 @@ export async function startServer(env: Record<string, string>, port?: number): P
   await until(async () => {
     if (child.exitCode !== null) throw new Error(`server exited: ${out.slice(-2000)}`);
     return (await fetch(`${base}/healthz`)).ok;
-  }, 40_000, "server up");
+  }, 90_000, "server up");
   return {
     base,
     port: p,

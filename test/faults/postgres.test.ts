@@ -19,7 +19,7 @@ beforeAll(async () => {
   w = await seedWorld(cluster.url);
   // No REDIS_URL: the in-process bus, so only PostgreSQL fails here.
   server = await startServer({ DATABASE_URL: cluster.url, COUNTERSIGN_UNAVAILABLE_RETRY_AFTER_S: "3" });
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   for (const c of clients) await c.dispose();

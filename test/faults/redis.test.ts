@@ -5,6 +5,10 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "graphql-ws";
+import { Redis } from "ioredis";
+import { createIngestWorker } from "../../src/approvals/ingest.js";
+import { createEventBus } from "../../src/infra/events.js";
+import { createLogger } from "../../src/infra/logger.js";
 import { TEST_DATABASE_URL } from "../helpers/env.js";
 import { newSchemaName } from "../helpers/harness.js";
 import { subscribe, wsClient } from "../gate/ws.js";
@@ -14,8 +18,10 @@ import {
   APPROVE_PLAN,
   heldCall,
   PLAN_GATE,
+  REQUEST_STATUS,
   RESERVE,
   SERVICE_TOKEN,
+  VOTE,
   seedWorld,
   submitPlan,
   WORKSPACE_GATES,
@@ -46,7 +52,7 @@ beforeAll(async () => {
     COUNTERSIGN_DELIVERY_INTERVAL_MS: "600000",
     COUNTERSIGN_HELD_REPUBLISH_AFTER_MS: "1000",
   });
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   for (const c of clients) await c.dispose();
@@ -67,6 +73,23 @@ describe("Redis killed under mutations and live subscriptions, restarted empty",
     expect(first.evaluation.approvalsCounted).toBe(0);
     await workspace.next();
 
+    // A held call filed before the outage (an ingest pass of its own here), watched by its reviewer.
+    const filed = await heldCall(server.base, w, "acme/filed");
+    expect(filed.status).toBe(423);
+    const streamClient = new Redis(redis.url);
+    const events = createEventBus({});
+    try {
+      const ingest = createIngestWorker({ db: w.db, redis: streamClient, events, logger: createLogger("silent"), streamKey: "stream:approvals" });
+      expect(await ingest.tick()).toMatchObject({ inserted: 1 });
+    } finally {
+      streamClient.disconnect();
+      await events.close();
+    }
+    const reviewer = wsClient(server.base, w.reviewerToken);
+    clients.push(reviewer);
+    const request = subscribe<{ id: string; status: string; revision: number }>(reviewer, REQUEST_STATUS, { id: filed.approvalId }, (d) => d.approvalRequestStatus);
+    expect(await request.next()).toMatchObject({ status: "PENDING", revision: 1 });
+
     // Held while Redis is up: the ticket is on the stream, not yet filed.
     const held = await heldCall(server.base, w, "acme/stranded");
     expect(held.status).toBe(423);
@@ -82,6 +105,8 @@ describe("Redis killed under mutations and live subscriptions, restarted empty",
       const approved = await gql(server.base, token, APPROVE_PLAN, { planId });
       expect(approved.body.data.approvePlan.__typename).toBe("MutationApprovePlanSuccess");
     }
+    const voted = await gql(server.base, w.reviewerToken, VOTE, { input: { requestId: filed.approvalId, decision: "APPROVE", expectedRevision: 1 } });
+    expect(voted.body.data.voteOnApprovalRequest.__typename).toBe("MutationVoteOnApprovalRequestSuccess");
     // A call that would be held now holds nothing (the ticket cannot be written): not ready.
     const refused = await heldCall(server.base, w, "acme/during-outage");
     expect(refused.approvalId).toBeUndefined();
@@ -100,6 +125,7 @@ describe("Redis killed under mutations and live subscriptions, restarted empty",
     const now = await gate.next((m) => m.evaluation.approvalsCounted === 3 && m.evaluation.reservations.length === 1, 10_000);
     expect(now.version).toBeGreaterThan(first.version);
     await workspace.next((m) => m.plans.some((p) => p.planId === planId && p.evaluation.approvalsCounted === 3), 10_000);
+    expect(await request.next((m) => m.revision > 1, 10_000)).toMatchObject({ status: "APPROVED" });
 
     // The consumer group is recreated and the held call whose ticket the stream lost is put back
     // from its durable record and filed.

@@ -15,7 +15,7 @@ const env = { DATABASE_URL: TEST_DATABASE_URL, DATABASE_SCHEMA: schema };
 beforeAll(async () => {
   w = await seedWorld(TEST_DATABASE_URL, schema);
   server = await startServer(env);
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   await server?.kill();

@@ -22,6 +22,8 @@ export interface FaultWorld {
   adminId: string;
   runnerToken: string;
   approverTokens: string[];
+  /** Holds the approval-reviewer system role: decides held calls. */
+  reviewerToken: string;
   workspaceId: string;
   keyPlaintext: string;
 }
@@ -36,6 +38,7 @@ export async function seedWorld(url: string, schema?: string): Promise<FaultWorl
   for (let i = 0; i < 3; i++) {
     approvers.push(await addMember(db, org.orgId, { grants: [{ resourceType: "workspace", action: "read" }, { resourceType: "workspace", action: "approve" }] }));
   }
+  const reviewer = await addMember(db, org.orgId, { role: "approval-reviewer" });
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: "faults" } });
   const ws = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "faults-prod", environment: "prod", requiredApprovals: 3 } });
   await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
@@ -59,6 +62,7 @@ export async function seedWorld(url: string, schema?: string): Promise<FaultWorl
     adminId: org.adminId,
     runnerToken: runner.token,
     approverTokens: approvers.map((a) => a.token),
+    reviewerToken: reviewer.token,
     workspaceId: ws.id,
     keyPlaintext: key,
   };
@@ -77,6 +81,11 @@ export const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId)
   planId version passed evaluation { approvalsCounted reservations { reservationId } }
 } }`;
 export const WORKSPACE_GATES = `subscription($w: ID!) { workspaceGates(workspaceId: $w) { workspaceId version plans { planId passed evaluation { approvalsCounted } } } }`;
+
+export const REQUEST_STATUS = `subscription($id: ID!) { approvalRequestStatus(requestId: $id) { id status revision } }`;
+export const VOTE = `mutation($input: VoteOnApprovalRequestInput!) {
+  voteOnApprovalRequest(input: $input) { __typename ... on MutationVoteOnApprovalRequestSuccess { data { request { id status revision } } } ... on Error { code message } }
+}`;
 
 export type GateMsg = { planId: string; version: number; passed: boolean; evaluation: { approvalsCounted: number; reservations: { reservationId: string }[] } };
 export type WorkspaceMsg = { workspaceId: string; version: number; plans: { planId: string; passed: boolean; evaluation: { approvalsCounted: number } }[] };
