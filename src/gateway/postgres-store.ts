@@ -65,6 +65,8 @@ export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
         where: { approvalId },
         data: {
           state,
+          // The ticket (raw arguments included) is kept only while the call awaits approval.
+          ...(state !== "AwaitingApproval" ? { ticket: null } : {}),
           ...(result !== undefined ? { result: result as Prisma.InputJsonValue } : {}),
           ...(state === "Executed" ? { executedAt: new Date() } : {}),
         },

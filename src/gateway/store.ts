@@ -27,7 +27,11 @@ export type GatewayConnection = { id: string; workspaceId: string; provider: str
 
 export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed";
 
-/** The durable held record. Raw arguments are never part of it: only their canonical hash. */
+/**
+ * The durable held record. Raw arguments are not part of it: only their canonical hash. (Its row
+ * also keeps the ticket as written to the private stream, raw arguments included, only while it
+ * awaits approval, so a ticket the stream lost can be written again; see createHeld.)
+ */
 export type HeldInvocation = {
   approvalId: string;
   workspaceId: string;
