@@ -145,8 +145,10 @@ export function createEventBus(options: { redisUrl?: string; channelPrefix?: str
 export function watchConnection(client: Redis, name: string, log: Logger | undefined, restored: () => void): void {
   let wasReady = false;
   let lost = false;
+  let warned = false;
   client.on("error", (error: Error) => {
-    if (!lost) log?.warn({ client: name, err: error.message }, "Redis connection error");
+    if (!warned) log?.warn({ client: name, err: error.message }, "Redis connection error; retrying");
+    warned = true;
     if (wasReady) lost = true;
   });
   client.on("close", () => {
@@ -156,6 +158,7 @@ export function watchConnection(client: Redis, name: string, log: Logger | undef
     const wasLost = lost;
     wasReady = true;
     lost = false;
+    warned = false;
     if (wasLost) {
       log?.info({ client: name }, "Redis connection restored");
       restored();
