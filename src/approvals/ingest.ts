@@ -7,7 +7,7 @@ import { canonicalJson, sha256Hex } from "../gateway/canonical.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import { findStrandedHeld, markRepublished } from "../gateway/postgres-store.js";
+import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "./policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
 
@@ -54,6 +54,8 @@ export type IngestOptions = {
    * slow is a duplicate, nothing more. Unset: no republishing (COUNTERSIGN_HELD_REPUBLISH_AFTER_MS).
    */
   republishAfterMs?: number;
+  /** The approval secret the gateway sealed the kept tickets with; republishing needs it. */
+  ticketSecret?: string;
   /** Runs after the commit and before the XACK: tests stop here to play a crash. */
   beforeAck?: (entryIds: string[]) => Promise<void> | void;
 };
@@ -132,7 +134,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     await ensureGroup();
     const stats = emptyStats();
     // 0. Put back what the stream lost (held calls whose request never arrived), so this tick files it.
-    if (options.republishAfterMs !== undefined) stats.republished = await republishStranded(options.republishAfterMs);
+    if (options.republishAfterMs !== undefined && options.ticketSecret) stats.republished = await republishStranded(options.republishAfterMs);
     // 1. Reclaim what a crashed (or this) consumer left pending.
     let cursor = "0-0";
     for (let round = 0; round < 100; round++) {
@@ -160,17 +162,24 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
   async function republishStranded(afterMs: number): Promise<number> {
     const stranded = await findStrandedHeld(db.sql, { afterMs, now: now(), limit: batchSize });
     const done: string[] = [];
+    let republished = 0;
     try {
       for (const held of stranded) {
-        // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
-        await redis.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", held.ticket);
+        const ticket = openTicket(options.ticketSecret!, held.ticket);
+        if (ticket === null) {
+          log.error({ approvalId: held.approvalId }, "held call's kept ticket does not open with this approval secret; not republished");
+        } else {
+          // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
+          await redis.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
+          republished++;
+        }
         done.push(held.approvalId);
       }
     } finally {
       await markRepublished(db.sql, done, now());
     }
-    if (done.length > 0) log.warn({ count: done.length, approvalIds: done.slice(0, 20) }, "held calls whose request had not reached the inbox were put back on the approval stream");
-    return done.length;
+    if (republished > 0) log.warn({ count: republished, approvalIds: done.slice(0, 20) }, "held calls whose request had not reached the inbox were put back on the approval stream");
+    return republished;
   }
 
   /**

@@ -52,7 +52,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs REDIS_URL, COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
       gateway = createGateway({
-        store: createPostgresGatewayStore(db.prisma),
+        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret }),
         stream: streamClient(),
         streamKey: config.approvalStream,
         gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
@@ -79,6 +79,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         intervalMs: config.ingestIntervalMs,
         claimIdleMs: config.ingestClaimIdleMs,
         republishAfterMs: config.heldRepublishAfterMs,
+        ticketSecret: config.approvalSecret,
       })
     : null;
 

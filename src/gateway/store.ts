@@ -29,8 +29,8 @@ export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed"
 
 /**
  * The durable held record. Raw arguments are not part of it: only their canonical hash. (Its row
- * also keeps the ticket as written to the private stream, raw arguments included, only while it
- * awaits approval, so a ticket the stream lost can be written again; see createHeld.)
+ * also keeps the ticket written to the stream, sealed under the approval secret and only while
+ * the call awaits approval, so a ticket the stream lost can be written again; see createHeld.)
  */
 export type HeldInvocation = {
   approvalId: string;
