@@ -23,6 +23,7 @@ import { createServices } from "./services/index.js";
 import { AppError } from "./errors.js";
 import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./infra/operator.js";
+import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
 export interface AppDeps {
   config: Config;
@@ -102,6 +103,8 @@ export function createApp(deps: AppDeps) {
           });
         }
         if ((error as GraphQLError).extensions?.code) return error as Error;
+        // PostgreSQL (or Redis) unreachable: retryable, 503 + Retry-After over HTTP (infra/faults.ts).
+        if (isUnavailableError(original ?? error)) return unavailableGraphQLError(deps.config.unavailableRetryAfterSeconds, { path: (error as GraphQLError).path });
         // The request's own fault (a limit, variables that do not coerce): logged once, at info, by the operator plugin.
         if (!original || original instanceof GraphQLError) {
           const e = error as GraphQLError;
@@ -160,7 +163,8 @@ export function createApp(deps: AppDeps) {
       // HTTP and WebSocket share one context factory (graphql-yoga's graphql-ws example).
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
-      onSubscribe: async (ctx, id, params) => {
+      // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
+      onSubscribe: guardSubscribe(async (ctx, id, params) => {
         const refused = operator.ws.admit(ctx);
         if (refused) return refused;
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
@@ -196,7 +200,7 @@ export function createApp(deps: AppDeps) {
         args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
         operator.ws.track(ctx, id, args.document, params.operationName);
         return args;
-      },
+      }, { logger, retryAfterSeconds: deps.config.unavailableRetryAfterSeconds }),
     },
     wsServer,
   );

@@ -9,7 +9,7 @@ const config = loadConfig();
 const logger = createLogger(config.logLevel);
 
 const db = await openDatabase(config.database);
-const events = createEventBus({ redisUrl: config.redisUrl });
+const events = createEventBus({ redisUrl: config.redisUrl, logger });
 const prepared = await prepareDatabase(db, config, logger);
 const app = createApp({ config, db, events, logger });
 const port = await app.listen(config.port, config.host);

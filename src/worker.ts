@@ -16,7 +16,7 @@ const logger = createLogger(config.logLevel).child({ process: "worker" });
 
 const db = await openDatabase(config.database);
 await migrate(db.sql);
-const events = createEventBus({ redisUrl: config.redisUrl });
+const events = createEventBus({ redisUrl: config.redisUrl, logger });
 const runtime = createApprovalsRuntime({ config: { ...config, gatewayEmbedded: false }, db, events, logger });
 runtime.startWorkers();
 logger.info({ ingest: runtime.ingest !== null, delivery: runtime.delivery !== null }, "Countersign workers running");

@@ -8,6 +8,7 @@ import { providerOfTool } from "../gateway/store.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
+import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "./policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
 
@@ -47,6 +48,15 @@ export type IngestOptions = {
    * the stream does not grow without bound. Default true.
    */
   trim?: boolean;
+  /**
+   * Puts back on the stream the ticket of a held call (the gateway's durable record, same
+   * database) whose request has not reached the inbox this long after it was held: the stream
+   * lost it (Redis restarted empty). Filing is idempotent on approval_id, so a ticket that was only
+   * slow is a duplicate, nothing more. Unset: no republishing (COUNTERSIGN_HELD_REPUBLISH_AFTER_MS).
+   */
+  republishAfterMs?: number;
+  /** The approval secret the gateway sealed the kept tickets with; republishing needs it. */
+  ticketSecret?: string;
   /** Runs after the commit and before the XACK: tests stop here to play a crash. */
   beforeAck?: (entryIds: string[]) => Promise<void> | void;
 };
@@ -62,6 +72,8 @@ export type IngestStats = {
   unbound: number;
   /** Left pending to retry (their connection is inactive, for now). */
   deferred: number;
+  /** Held calls whose ticket was put back on the stream (republishAfterMs). */
+  republished: number;
 };
 
 type Entry = [id: string, fields: string[] | null];
@@ -71,6 +83,8 @@ type Bound = { entryId: string; ticket: ApprovalTicket; canonical: string; finge
 export type IngestWorker = {
   tick(): Promise<IngestStats>;
   start(): void;
+  /** Runs the next tick now (the stream is back after an outage) instead of at the next interval. */
+  wake(): void;
   stop(): Promise<void>;
   readonly consumer: string;
 };
@@ -98,15 +112,30 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     groupReady = true;
   }
 
-  const emptyStats = (): IngestStats => ({ read: 0, reclaimed: 0, inserted: 0, defaultDenied: 0, duplicates: 0, collisions: 0, invalid: 0, unbound: 0, deferred: 0 });
+  const emptyStats = (): IngestStats => ({ read: 0, reclaimed: 0, inserted: 0, defaultDenied: 0, duplicates: 0, collisions: 0, invalid: 0, unbound: 0, deferred: 0, republished: 0 });
 
   function add(into: IngestStats, from: IngestStats): void {
     for (const key of Object.keys(into) as (keyof IngestStats)[]) into[key] += from[key];
   }
 
   async function tick(): Promise<IngestStats> {
+    try {
+      return await drain();
+    } catch (error) {
+      // Redis lost its data (restarted with nothing kept, or flushed): the group is gone with the
+      // stream. Recreate it (MKSTREAM) and drain again, instead of failing every tick from now on.
+      if (!String(error).includes("NOGROUP")) throw error;
+      log.warn("the approval stream's consumer group is gone (Redis lost its data); recreating it");
+      groupReady = false;
+      return await drain();
+    }
+  }
+
+  async function drain(): Promise<IngestStats> {
     await ensureGroup();
     const stats = emptyStats();
+    // 0. Put back what the stream lost (held calls whose request never arrived), so this tick files it.
+    if (options.republishAfterMs !== undefined && options.ticketSecret) stats.republished = await republishStranded(options.republishAfterMs);
     // 1. Reclaim what a crashed (or this) consumer left pending.
     let cursor = "0-0";
     for (let round = 0; round < 100; round++) {
@@ -129,6 +158,29 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     }
     if (options.trim !== false && stats.read > 0) await trim();
     return stats;
+  }
+
+  async function republishStranded(afterMs: number): Promise<number> {
+    const stranded = await findStrandedHeld(db.sql, { afterMs, now: now(), limit: batchSize });
+    const done: string[] = [];
+    let republished = 0;
+    try {
+      for (const held of stranded) {
+        const ticket = openTicket(options.ticketSecret!, held.ticket);
+        if (ticket === null) {
+          log.error({ approvalId: held.approvalId }, "held call's kept ticket does not open with this approval secret; not republished");
+        } else {
+          // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
+          await redis.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
+          republished++;
+        }
+        done.push(held.approvalId);
+      }
+    } finally {
+      await markRepublished(db.sql, done, now());
+    }
+    if (republished > 0) log.warn({ count: republished, approvalIds: done.slice(0, 20) }, "held calls whose request had not reached the inbox were put back on the approval stream");
+    return republished;
   }
 
   /**
@@ -359,6 +411,11 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     start() {
       if (!stopped) return;
       stopped = false;
+      schedule(0);
+    },
+    wake() {
+      if (stopped || running) return;
+      if (timer) clearTimeout(timer);
       schedule(0);
     },
     async stop() {

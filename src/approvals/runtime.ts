@@ -5,7 +5,7 @@ import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/ht
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
-import type { EventBus } from "../infra/events.js";
+import { watchConnection, type EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { createDeliveryWorker, type DeliveryWorker } from "./delivery.js";
 import { createIngestWorker, type IngestWorker } from "./ingest.js";
@@ -36,7 +36,12 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
   const logger = deps.logger.child({ module: "approvals" });
   let redis: Redis | null = null;
   const streamClient = () => {
-    redis ??= new Redis(config.redisUrl!, { maxRetriesPerRequest: 3 });
+    if (!redis) {
+      redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 3 });
+      // Errors are logged, never left to the process; once the stream is back, ingest runs at once
+      // (recreating the consumer group if Redis lost it).
+      watchConnection(redis, "approval-stream", logger, () => ingest?.wake());
+    }
     return redis;
   };
 
@@ -47,7 +52,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs REDIS_URL, COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
       gateway = createGateway({
-        store: createPostgresGatewayStore(db.prisma),
+        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret }),
         stream: streamClient(),
         streamKey: config.approvalStream,
         gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
@@ -73,6 +78,8 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         streamKey: config.approvalStream,
         intervalMs: config.ingestIntervalMs,
         claimIdleMs: config.ingestClaimIdleMs,
+        republishAfterMs: config.heldRepublishAfterMs,
+        ticketSecret: config.approvalSecret,
       })
     : null;
 

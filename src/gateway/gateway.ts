@@ -306,8 +306,9 @@ export function createGateway(options: GatewayOptions): Gateway {
       },
       now(),
     );
+    const fields = encodeTicket(ticket);
     try {
-      await withTimeout(options.stream.xadd(streamKey, "*", ...encodeTicket(ticket)), writeTimeoutMs);
+      await withTimeout(options.stream.xadd(streamKey, "*", ...fields), writeTimeoutMs);
     } catch (error) {
       log.warn({ approvalId, err: String(error) }, "approval stream write failed: nothing held");
       const nr = notReadyJsonRpc("approval_stream_unavailable");
@@ -327,6 +328,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         idempotencyKey,
         createdAt: new Date(ticket.created_at),
         expiresAt: new Date(ticket.expires_at),
+        ticket: fields[3],
       });
     } catch (error) {
       // The ticket is on the stream but nothing is held: an orphan. Its resume answers

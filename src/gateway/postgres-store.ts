@@ -1,5 +1,7 @@
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
+import type { SqlRunner } from "../infra/db.js";
 import { providerOfTool, type Execution, type ExecutionState, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
 /**
@@ -10,7 +12,7 @@ import { providerOfTool, type Execution, type ExecutionState, type GatewayStore,
  * Routing: a logical tool `<connection>.<operation>` is served by the workspace's connection
  * named `<connection>`, and runs there as the concrete tool `<provider>.<operation>`.
  */
-export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
+export function createPostgresGatewayStore(prisma: PrismaClient, options: { ticketSecret?: string | undefined } = {}): GatewayStore {
   return {
     async findKeyByHash(keyHash) {
       const key = await prisma.virtualKey.findUnique({
@@ -42,8 +44,11 @@ export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
       return c ? { id: c.id, workspaceId: c.workspaceId, provider: c.provider, active: c.active } : null;
     },
 
-    async createHeld(record) {
-      await prisma.gatewayInvocation.create({ data: { ...record, state: "AwaitingApproval" satisfies HeldState } });
+    async createHeld({ ticket, ...record }) {
+      // The ticket carries the raw arguments: kept only sealed (never readable in the row), and
+      // only when there is a secret to seal it with.
+      const sealed = ticket !== undefined && options.ticketSecret ? sealTicket(options.ticketSecret, ticket) : null;
+      await prisma.gatewayInvocation.create({ data: { ...record, ticket: sealed, state: "AwaitingApproval" satisfies HeldState } });
     },
 
     async findHeld(approvalId) {
@@ -64,6 +69,8 @@ export function createPostgresGatewayStore(prisma: PrismaClient): GatewayStore {
         where: { approvalId },
         data: {
           state,
+          // The ticket (raw arguments included) is kept only while the call awaits approval.
+          ...(state !== "AwaitingApproval" ? { ticket: null } : {}),
           ...(result !== undefined ? { result: result as Prisma.InputJsonValue } : {}),
           ...(state === "Executed" ? { executedAt: new Date() } : {}),
         },
@@ -142,4 +149,68 @@ function toExecution(row: {
   error: string | null;
 }): Execution {
   return { ...row, state: row.state as ExecutionState };
+}
+
+/** A held call's ticket (sealed), to be written to the stream again. */
+export type StrandedHeld = { approvalId: string; ticket: string };
+
+const SEAL_VERSION = "v1";
+
+function sealKey(secret: string): Buffer {
+  return Buffer.from(hkdfSync("sha256", secret, "countersign", "held-ticket-seal-v1", 32));
+}
+
+/**
+ * AES-256-GCM under a key derived from the approval secret (which control and the gateway share):
+ * the held row never holds the raw arguments in a form a reader of the database can see.
+ */
+export function sealTicket(secret: string, ticket: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", sealKey(secret), iv);
+  const body = Buffer.concat([cipher.update(ticket, "utf8"), cipher.final()]);
+  return `${SEAL_VERSION}.${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url")}`;
+}
+
+/** The ticket, or null when it was sealed under another secret (or altered). */
+export function openTicket(secret: string, sealed: string): string | null {
+  const [version, data] = sealed.split(".");
+  if (version !== SEAL_VERSION || !data) return null;
+  try {
+    const raw = Buffer.from(data, "base64url");
+    const decipher = createDecipheriv("aes-256-gcm", sealKey(secret), raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Held records whose request never reached the inbox: still AwaitingApproval and unexpired, with
+ * no approval request of their id, held (or last put back on the stream) longer ago than
+ * `afterMs` times 2^(times already put back, at most 6) — so a ticket the inbox keeps rejecting
+ * (its connection was deleted, say) is retried ever more rarely, not every tick. Oldest first.
+ * Reads the gateway's table and the inbox's in one database: the embedded gateway's case.
+ */
+export async function findStrandedHeld(sql: SqlRunner, options: { afterMs: number; now: Date; limit: number }): Promise<StrandedHeld[]> {
+  return sql.query<StrandedHeld>(
+    `SELECT g."approvalId", g.ticket FROM gateway_invocations g
+      WHERE g.state = 'AwaitingApproval' AND g.ticket IS NOT NULL AND g."expiresAt" > $1::timestamptz
+        AND COALESCE(g."republishedAt", g."createdAt")
+            <= $1::timestamptz - make_interval(secs => $2::double precision * power(2, LEAST(g."republishCount", 6)) / 1000.0)
+        AND NOT EXISTS (SELECT 1 FROM approval_requests r WHERE r.id = g."approvalId")
+      ORDER BY g."createdAt"
+      LIMIT $3`,
+    [options.now, options.afterMs, options.limit],
+  );
+}
+
+/** Records that these tickets were written to the stream again at `now`. */
+export async function markRepublished(sql: SqlRunner, approvalIds: string[], now: Date): Promise<void> {
+  if (approvalIds.length === 0) return;
+  await sql.query(
+    `UPDATE gateway_invocations SET "republishedAt" = $2::timestamptz, "republishCount" = "republishCount" + 1
+      WHERE "approvalId" = ANY($1::text[])`,
+    [approvalIds, now],
+  );
 }

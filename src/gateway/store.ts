@@ -27,7 +27,11 @@ export type GatewayConnection = { id: string; workspaceId: string; provider: str
 
 export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed";
 
-/** The durable held record. Raw arguments are never part of it: only their canonical hash. */
+/**
+ * The durable held record. Raw arguments are not part of it: only their canonical hash. (Its row
+ * also keeps the ticket written to the stream, sealed under the approval secret and only while
+ * the call awaits approval, so a ticket the stream lost can be written again; see createHeld.)
+ */
 export type HeldInvocation = {
   approvalId: string;
   workspaceId: string;
@@ -67,8 +71,11 @@ export interface GatewayStore {
   resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
   findConnection(connectionId: string): Promise<GatewayConnection | null>;
 
-  /** Commits the held record (state AwaitingApproval). Called only after the ticket is on the stream. */
-  createHeld(record: Omit<HeldInvocation, "state">): Promise<void>;
+  /**
+   * Commits the held record (state AwaitingApproval). Called only after the ticket is on the
+   * stream; `ticket` is the canonical JSON written there, kept so it can be written again.
+   */
+  createHeld(record: Omit<HeldInvocation, "state"> & { ticket?: string }): Promise<void>;
   findHeld(approvalId: string): Promise<HeldInvocation | null>;
   /** An unexpired AwaitingApproval record for the same key, idempotency key and arguments. */
   findAwaiting(virtualKeyId: string, idempotencyKey: string, argumentHash: string, now: Date): Promise<HeldInvocation | null>;

@@ -27,6 +27,13 @@ const EnvSchema = z.object({
   COUNTERSIGN_DELIVERY_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
   /** Pending stream entries idle this long are reclaimed from a crashed consumer. */
   COUNTERSIGN_INGEST_CLAIM_IDLE_MS: z.coerce.number().int().positive().default(60_000),
+  /**
+   * A held call whose request has not reached the inbox this long after it was held is put back
+   * on the approval stream from its durable record (the stream lost it: Redis restarted empty).
+   */
+  COUNTERSIGN_HELD_REPUBLISH_AFTER_MS: z.coerce.number().int().positive().default(30_000),
+  /** Retry-After (seconds) on answers refused because PostgreSQL or Redis is unreachable. */
+  COUNTERSIGN_UNAVAILABLE_RETRY_AFTER_S: z.coerce.number().int().positive().default(5),
   COUNTERSIGN_SEED_DEMO: z.enum(["auto", "never"]).default("auto"),
   /** The largest /graphql request body and WebSocket message, in bytes (HTTP 413 / close 1009). */
   COUNTERSIGN_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
@@ -76,6 +83,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     ingestIntervalMs: e.COUNTERSIGN_INGEST_INTERVAL_MS,
     deliveryIntervalMs: e.COUNTERSIGN_DELIVERY_INTERVAL_MS,
     ingestClaimIdleMs: e.COUNTERSIGN_INGEST_CLAIM_IDLE_MS,
+    heldRepublishAfterMs: e.COUNTERSIGN_HELD_REPUBLISH_AFTER_MS,
+    unavailableRetryAfterSeconds: e.COUNTERSIGN_UNAVAILABLE_RETRY_AFTER_S,
     seedDemo: e.COUNTERSIGN_SEED_DEMO,
     maxBodyBytes: e.COUNTERSIGN_MAX_BODY_BYTES,
     port: e.PORT,

@@ -83,6 +83,10 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
     // Prisma agree whatever the server's default.
     options: `-c timezone=UTC${schema ? ` -c search_path=${schema}` : ""}`,
   });
+  // An idle connection the server closes (PostgreSQL stopped or restarted: 57P01) is dropped
+  // from the pool and reported here; without a listener it would end the process. The next
+  // query opens a new connection, or fails as unavailable (infra/faults.ts) while the server is down.
+  pool.on("error", () => {});
   let statements = 0;
   pool.on("connect", (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;

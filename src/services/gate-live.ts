@@ -58,6 +58,9 @@ export interface WorkspaceGates {
 const TERMINAL = new Set(["applied", "failed", "discarded"]);
 /** The most cached user ids a round sends to leave out of its principal read (loadPrincipals' `except`). */
 const MAX_EXCEPT = 2_000;
+/** A failed round is retried after this long, doubling while rounds keep failing, up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 4_000;
 
 /** An async iterator that holds only the newest message (by version). */
 export class LatestQueue<T extends { version: number }> implements AsyncIterableIterator<T> {
@@ -223,10 +226,24 @@ export class GateHub {
   /** Per organization with subscribers: principals, users and roles, kept while the authz epoch holds. */
   private readonly caches = new Map<string, OrgCaches>();
 
+  /** Organizations whose round failed (a database outage), retried until one succeeds. */
+  private readonly failed = new Map<string, Dirty>();
+  private retryTimer: NodeJS.Timeout | null = null;
+  private retryDelayMs = RETRY_MIN_MS;
+
   constructor(
     private readonly db: Database,
     private readonly events: EventBus,
-  ) {}
+  ) {
+    // Events may have been lost (the bus was down): every subscriber gets the current state, with
+    // a new version, as if everything it watches had changed. Duplicates are told by the version.
+    events.onResync(() => this.resync());
+  }
+
+  /** Marks every watched organization entirely dirty: one round each recomputes and delivers. */
+  resync(): void {
+    for (const orgId of this.byOrg.keys()) this.mark(orgId, null);
+  }
 
   // --- subscribing ---------------------------------------------------------------------------
 
@@ -398,8 +415,37 @@ export class GateHub {
     while (this.dirty.size > 0) {
       const round = [...this.dirty];
       this.dirty.clear();
-      await Promise.all(round.map(([orgId, dirty]) => this.recompute(orgId, dirty).catch(() => {})));
+      await Promise.all(
+        round.map(([orgId, dirty]) =>
+          this.recompute(orgId, dirty).then(
+            () => (this.retryDelayMs = RETRY_MIN_MS),
+            () => this.retryLater(orgId, dirty),
+          ),
+        ),
+      );
     }
+  }
+
+  /**
+   * A round that failed (PostgreSQL unreachable) is not dropped: its organization is marked again
+   * after a delay (doubling up to RETRY_MAX_MS while rounds keep failing), so subscribers get the
+   * state as of the recovery without another event.
+   */
+  private retryLater(orgId: string, dirty: Dirty) {
+    const pending = this.failed.get(orgId) ?? { all: false, workspaceIds: new Set<string>(), since: dirty.since };
+    pending.all ||= dirty.all;
+    for (const id of dirty.workspaceIds) pending.workspaceIds.add(id);
+    this.failed.set(orgId, pending);
+    if (this.retryTimer) return;
+    const delay = this.retryDelayMs;
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, RETRY_MAX_MS);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      const retry = [...this.failed];
+      this.failed.clear();
+      for (const [id, d] of retry) this.mark(id, d.all ? null : [...d.workspaceIds]);
+    }, delay);
+    this.retryTimer.unref();
   }
 
   /**

@@ -1,5 +1,6 @@
 import { builder } from "../builder.js";
 import { viewerOf } from "../context.js";
+import { mergeEvents } from "./approvals-events.js";
 
 export const OrganizationRef = builder.prismaObject("Organization", {
   description: "An organization: members, roles, stacks and workspaces live in exactly one.",
@@ -79,7 +80,8 @@ builder.subscriptionField("authzChanged", (t) =>
     description: "Fires whenever roles, assignments, bindings, group sync or memberships change in the caller's org.",
     subscribe: async function* (_root, _args, ctx) {
       await ctx.authz.requireMember();
-      for await (const event of ctx.events.subscribe("authz:changed")) {
+      // mergeEvents: after a bus outage, a "resync" event (what may have changed is unknown).
+      for await (const { payload: event } of mergeEvents(ctx, ["authz:changed"])) {
         if (event.orgId !== ctx.viewer!.orgId) continue;
         // Authorize on every event: a member removed since subscribing stops receiving.
         ctx.authz.refresh();
