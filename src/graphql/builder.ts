@@ -8,6 +8,7 @@ import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
 import type { Context } from "./context.js";
 import type { Target } from "../domain/catalog/index.js";
+import "./denied-edges.js";
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -25,7 +26,8 @@ export const builder = new SchemaBuilder<{
     JSON: { Input: unknown; Output: unknown };
   };
 }>({
-  plugins: [ScopeAuthPlugin, ErrorsPlugin, PrismaPlugin, RelayPlugin],
+  // deniedEdges right after scope-auth: it sees what an edge resolved to, after the other plugins.
+  plugins: [ScopeAuthPlugin, "deniedEdges", ErrorsPlugin, PrismaPlugin, RelayPlugin],
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: (ctx) => ({
@@ -33,10 +35,12 @@ export const builder = new SchemaBuilder<{
       member: async () => ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false)),
       permission: (target) => ctx.authz.can(target),
     }),
-    unauthorizedError: () =>
-      new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", {
-        extensions: { code: "UNAUTHENTICATED" },
-      }),
+    // Only a caller with no viewer is unauthenticated. A signed-in caller who fails a type's or a
+    // field's rule is told nothing: the object is not found (a nullable edge answers null).
+    unauthorizedError: (_parent, ctx) =>
+      ctx.viewer === null
+        ? new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", { extensions: { code: "UNAUTHENTICATED" } })
+        : new GraphQLError("Not found", { extensions: { code: "NOT_FOUND" } }),
   },
   prisma: {
     client: (ctx) => ctx.db.prisma,
@@ -55,24 +59,17 @@ export const builder = new SchemaBuilder<{
   errors: { defaultTypes: [] },
 });
 
-builder.queryType({});
-builder.mutationType({});
-builder.subscriptionType({});
+/** The object belongs to the caller's organization (system rows, orgId null, belong to every one). */
+export const inViewerOrg = (orgId: string | null, ctx: Context): boolean =>
+  ctx.viewer !== null && (orgId === null || orgId === ctx.viewer.orgId);
 
-builder.scalarType("DateTime", {
-  description: "An ISO-8601 timestamp in UTC.",
-  serialize: (value) => (value instanceof Date ? value.toISOString() : String(value)),
-  parseValue: (value) => {
-    const date = new Date(String(value));
-    if (typeof value !== "string" || Number.isNaN(date.getTime())) {
-      throw new GraphQLError("DateTime must be an ISO-8601 string");
-    }
-    return date;
-  },
-});
-
-builder.scalarType("JSON", {
-  description: "Arbitrary JSON.",
-  serialize: (value) => value,
-  parseValue: (value) => value,
-});
+/**
+ * A type's read rule: the object is of the caller's organization and the caller holds the tuple
+ * (an active member, when `target` is null). Put on the type (`authScopes: (o, ctx) =>
+ * readable(ctx, o.orgId, ...)`, `runScopesOnType: true`), it is checked on every object of the
+ * type however it was reached; denied-edges.ts turns a denial into null or absence.
+ */
+export function readable(ctx: Context, orgId: string | null, target: Target | null): boolean | Promise<boolean> {
+  if (!inViewerOrg(orgId, ctx)) return false;
+  return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.can(target);
+}
