@@ -73,3 +73,25 @@ export function readable(ctx: Context, orgId: string | null, target: Target | nu
   if (!inViewerOrg(orgId, ctx)) return false;
   return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.can(target);
 }
+
+builder.queryType({});
+builder.mutationType({});
+builder.subscriptionType({});
+
+builder.scalarType("DateTime", {
+  description: "An ISO-8601 timestamp in UTC.",
+  serialize: (value) => (value instanceof Date ? value.toISOString() : String(value)),
+  parseValue: (value) => {
+    const date = new Date(String(value));
+    if (typeof value !== "string" || Number.isNaN(date.getTime())) {
+      throw new GraphQLError("DateTime must be an ISO-8601 string");
+    }
+    return date;
+  },
+});
+
+builder.scalarType("JSON", {
+  description: "Arbitrary JSON.",
+  serialize: (value) => value,
+  parseValue: (value) => value,
+});

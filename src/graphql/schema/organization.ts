@@ -1,4 +1,4 @@
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
 import { viewerOf } from "../context.js";
 
 export const OrganizationRef = builder.prismaObject("Organization", {
@@ -23,6 +23,10 @@ export const UserRef = builder.prismaObject("User", {
 });
 
 export const MembershipRef = builder.prismaObject("Membership", {
+  description: "A member of the organization: your own, or anyone's with (member, read).",
+  runScopesOnType: true,
+  authScopes: (m, ctx) =>
+    readable(ctx, m.orgId, ctx.viewer !== null && m.userId === ctx.viewer.userId ? null : { resourceType: "member", action: "read", matchValue: null, groups: null }),
   fields: (t) => ({
     id: t.exposeID("id"),
     user: t.relation("user"),

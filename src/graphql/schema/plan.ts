@@ -17,7 +17,8 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, deps, loadUser } from "./workspace.js";
+import { ERRORS, IN_WORKSPACE_RULE_INPUTS, notFoundAsNull, deps, inReadableWorkspace, loadUser } from "./workspace.js";
+import type { Context } from "../context.js";
 import { clean } from "./input.js";
 
 builder.prismaObject("ResourceChange", {
@@ -39,7 +40,12 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
 });
 
 export const PlanRef = builder.prismaObject("Plan", {
-  description: "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted.",
+  description:
+    "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted. Read as part of its " +
+    "workspace: needs (workspace, read) there.",
+  include: IN_WORKSPACE_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: inReadableWorkspace,
   fields: (t) => ({
     id: t.exposeID("id"),
     workspace: t.relation("workspace"),
@@ -105,6 +111,12 @@ export const PlanRef = builder.prismaObject("Plan", {
     }),
   }),
 });
+
+/** A plan a mutation wrote, read back with what the Plan type's rule needs. */
+async function planRow(ctx: Context, written: Promise<{ id: string }>) {
+  const { id } = await written;
+  return ctx.db.prisma.plan.findUniqueOrThrow({ where: { id }, include: IN_WORKSPACE_RULE_INPUTS });
+}
 
 // ── The targeted plan picker ──────────────────────────────────────────────────────────
 
@@ -219,12 +231,15 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: SubmitPlanInputRef, required: true }) },
     resolve: (_root, args, ctx) => {
       const { plan, changes, ...rest } = args.input;
-      return submitPlan(deps(ctx), {
-        ...clean(rest),
-        workspaceId: String(args.input.workspaceId),
-        ...(plan != null ? { plan } : {}),
-        ...(changes != null ? { changes: changes.map((c) => ({ address: c.address, action: c.action })) } : {}),
-      });
+      return planRow(
+        ctx,
+        submitPlan(deps(ctx), {
+          ...clean(rest),
+          workspaceId: String(args.input.workspaceId),
+          ...(plan != null ? { plan } : {}),
+          ...(changes != null ? { changes: changes.map((c) => ({ address: c.address, action: c.action })) } : {}),
+        }),
+      );
     },
   }),
   approvePlan: t.field({
@@ -245,7 +260,7 @@ builder.mutationFields((t) => ({
       "Start the apply: re-evaluates the gate and moves planned → applying in one transaction with the plan locked. " +
       "Needs (workspace, approve). GateNotPassedError carries the evaluation. The evaluation is stored with the plan.",
     args: { planId: t.arg.id({ required: true }) },
-    resolve: async (_root, args, ctx) => (await applyPlan(deps(ctx), String(args.planId))).plan,
+    resolve: (_root, args, ctx) => planRow(ctx, applyPlan(deps(ctx), String(args.planId)).then((r) => r.plan)),
   }),
   reportPlanResult: t.field({
     type: PlanRef,
@@ -253,7 +268,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "The runner reports the apply's outcome: needs (workspace, plan); applying → applied | failed.",
     args: { input: t.arg({ type: ReportPlanResultInputRef, required: true }) },
-    resolve: (_root, args, ctx) => reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome }),
+    resolve: (_root, args, ctx) => planRow(ctx, reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome })),
   }),
   discardPlan: t.field({
     type: PlanRef,
@@ -261,6 +276,6 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "planned → discarded: needs (workspace, plan) or (workspace, approve). The plan is kept.",
     args: { planId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => discardPlan(deps(ctx), String(args.planId)),
+    resolve: (_root, args, ctx) => planRow(ctx, discardPlan(deps(ctx), String(args.planId))),
   }),
 }));

@@ -1,11 +1,12 @@
 // Resource policies over GraphQL: org-level rules applied to many workspaces (seed 000,
 // "Resource policies"). Rules in src/services/resource-policies.ts.
 
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
+import type { Context } from "../context.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, WorkspaceRef, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, WorkspaceRef, WORKSPACE_RULE_INPUTS, deps, loadUser } from "./workspace.js";
 import { clean } from "./input.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
@@ -17,8 +18,16 @@ import {
   updateResourcePolicy,
 } from "../../services/resource-policies.js";
 
+/** (resource_policy, read, <name>): what reading a policy, or anything of it, needs (docs/apply-gate.md). */
+const policyReadable = (ctx: Context, policy: { orgId: string; name: string }) =>
+  readable(ctx, policy.orgId, { resourceType: "resource_policy", action: "read", matchValue: policy.name, groups: null });
+const POLICY_RULE_INPUTS = { policy: { select: { orgId: true, name: true } } } as const;
+
 builder.prismaObject("PolicyRequirement", {
   description: "A policy's requirement for one action: a count (1, 2 or 3) or Auto, and named approvers.",
+  include: POLICY_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: (r, ctx) => policyReadable(ctx, r.policy),
   fields: (t) => ({
     action: t.field({ type: ChangeActionEnum, resolve: (r) => r.action }),
     count: t.exposeInt("count", { nullable: true, description: "1, 2 or 3; null is Auto (the workspace baseline decides)." }),
@@ -35,17 +44,20 @@ builder.prismaObject("PolicyRequirement", {
     approverRoles: t.field({
       type: [RoleRef],
       description: "Named roles: any current member counts as a named approver.",
-      select: { approvers: { select: { role: true } } },
-      resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])) as never,
+      select: (_args, _ctx, nested) => ({ approvers: { select: { role: nested(true) } } }),
+      resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])),
     }),
   }),
 });
 
 builder.prismaObject("ResourcePolicyAssignment", {
   name: "PolicyAssignment",
-  description: "A resource picked for a policy by hand, in one workspace.",
+  description: "A resource picked for a policy by hand, in one workspace. Needs (resource_policy, read) on its policy.",
+  include: POLICY_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: (a, ctx) => policyReadable(ctx, a.policy),
   fields: (t) => ({
-    workspace: t.relation("workspace"),
+    workspace: t.relation("workspace", { nullable: true, description: "Null unless the caller may read the workspace too." }),
     address: t.exposeString("address"),
   }),
 });
@@ -53,7 +65,9 @@ builder.prismaObject("ResourcePolicyAssignment", {
 export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
   description:
     "An organization-level rule applied to one or many workspaces: what an apply touching certain resources needs. " +
-    "Governs by assignment and by address pattern (additive; no carve-outs).",
+    "Governs by assignment and by address pattern (additive; no carve-outs). Needs (resource_policy, read, <name>).",
+  runScopesOnType: true,
+  authScopes: (p, ctx) => policyReadable(ctx, p),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -66,8 +80,9 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     workspaces: t.field({
       type: [WorkspaceRef],
-      select: { workspaces: { select: { workspace: true }, orderBy: { workspaceId: "asc" } } },
-      resolve: (p) => p.workspaces.map((w) => w.workspace) as never,
+      description: "The workspaces it applies to that the caller may read.",
+      select: (_args, _ctx, nested) => ({ workspaces: { select: { workspace: nested({ include: WORKSPACE_RULE_INPUTS }) }, orderBy: { workspaceId: "asc" } } }),
+      resolve: (p) => p.workspaces.map((w) => w.workspace),
     }),
     assignments: t.relation("assignments", { query: { orderBy: [{ workspaceId: "asc" }, { address: "asc" }] } }),
     requirements: t.relation("requirements", {
@@ -83,8 +98,8 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
 builder.prismaObjectField("Workspace", "resourcePolicies", (t) =>
   t.field({
     type: [ResourcePolicyRef],
-    description: "The resource policies applied to this workspace.",
-    select: { policies: { select: { policy: true }, orderBy: { policyId: "asc" } } },
+    description: "The resource policies applied to this workspace that the caller may read.",
+    select: (_args, _ctx, nested) => ({ policies: { select: { policy: nested(true) }, orderBy: { policyId: "asc" } } }),
     resolve: (w) => w.policies.map((p) => p.policy),
   }),
 );

@@ -70,12 +70,18 @@ function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
 
 /** A workspace as the Workspace type holds it: with what its read rule needs. */
 type WorkspaceRow = Workspace & { stack: { authzGroups: string[] } };
-const WITH_RULE_INPUTS = { stack: { select: { authzGroups: true } } } as const;
+export const WORKSPACE_RULE_INPUTS = { stack: { select: { authzGroups: true } } } as const;
+
+/** For objects read as part of their workspace (plans, reservations): what (workspace, read) needs. */
+export const IN_WORKSPACE_RULE_INPUTS = { workspace: { select: { name: true, stack: { select: { authzGroups: true } } } } } as const;
+type InWorkspace = { orgId: string; workspace: { name: string; stack: { authzGroups: string[] } } };
+/** The read rule of a plan or a reservation: the caller may read its workspace. */
+export const inReadableWorkspace = (o: InWorkspace, ctx: Context) => readable(ctx, o.orgId, workspaceTarget(o.workspace, "workspace", "read"));
 
 /** A workspace a mutation wrote, read back with what the Workspace type's rule needs. */
 export async function workspaceRow(ctx: Context, written: Promise<{ id: string }>): Promise<WorkspaceRow> {
   const { id } = await written;
-  return ctx.db.prisma.workspace.findUniqueOrThrow({ where: { id }, include: WITH_RULE_INPUTS });
+  return ctx.db.prisma.workspace.findUniqueOrThrow({ where: { id }, include: WORKSPACE_RULE_INPUTS });
 }
 
 // ── Types ─────────────────────────────────────────────────────────────────────────────
@@ -84,7 +90,7 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
   description:
     "A stack's deployment target: its baseline, reservations, plans and the policies applied to it. Needs (workspace, read).",
   // What the read rule needs, loaded with the workspace itself (no query of its own).
-  include: WITH_RULE_INPUTS,
+  include: WORKSPACE_RULE_INPUTS,
   runScopesOnType: true,
   authScopes: (w, ctx) => readable(ctx, w.orgId, workspaceTarget(w, "workspace", "read")),
   fields: (t) => ({
