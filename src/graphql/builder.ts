@@ -8,7 +8,7 @@ import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
 import type { Context } from "./context.js";
 import type { Target } from "../domain/catalog/index.js";
-import "./denied-edges.js";
+import { wroteIt } from "./denied-edges.js";
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -26,8 +26,8 @@ export const builder = new SchemaBuilder<{
     JSON: { Input: unknown; Output: unknown };
   };
 }>({
-  // deniedEdges right after scope-auth: it sees what an edge resolved to, after the other plugins.
-  plugins: [ScopeAuthPlugin, "deniedEdges", ErrorsPlugin, PrismaPlugin, RelayPlugin],
+  // deniedEdges last: it wraps the field's own resolver, so it sees what the edge resolved to.
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, PrismaPlugin, RelayPlugin, "deniedEdges"],
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: (ctx) => ({
@@ -65,11 +65,14 @@ export const inViewerOrg = (orgId: string | null, ctx: Context): boolean =>
 
 /**
  * A type's read rule: the object is of the caller's organization and the caller holds the tuple
- * (an active member, when `target` is null). Put on the type (`authScopes: (o, ctx) =>
+ * (an active member, when `target` is null); or the object is the very row this request's
+ * mutation wrote and returned (the writer sees what they wrote; what it links to is still
+ * authorized as itself). Put on the type (`authScopes: (o, ctx) =>
  * readable(ctx, o.orgId, ...)`, `runScopesOnType: true`), it is checked on every object of the
  * type however it was reached; denied-edges.ts turns a denial into null or absence.
  */
-export function readable(ctx: Context, orgId: string | null, target: Target | null): boolean | Promise<boolean> {
+export function readable(ctx: Context, object: object, orgId: string | null, target: Target | null): boolean | Promise<boolean> {
+  if (wroteIt(ctx, object)) return true;
   if (!inViewerOrg(orgId, ctx)) return false;
   return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.can(target);
 }

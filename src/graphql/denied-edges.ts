@@ -13,6 +13,25 @@ import SchemaBuilder, {
 } from "@pothos/core";
 import type { GraphQLFieldResolver } from "graphql";
 
+const written = new WeakMap<object, WeakSet<object>>();
+
+/**
+ * Whether this request's mutation wrote and returned `object` (or carries it in its payload): a
+ * writer who may create or update a row without reading it still gets back the row they wrote.
+ */
+export function wroteIt(ctx: object, object: unknown): boolean {
+  return typeof object === "object" && object !== null && written.get(ctx)?.has(object) === true;
+}
+
+function markWritten(ctx: object, value: unknown): void {
+  if (typeof value !== "object" || value === null || value instanceof Error) return;
+  let set = written.get(ctx);
+  if (!set) written.set(ctx, (set = new WeakSet()));
+  set.add(value);
+  // A payload ({ policy, invalidatedRequestIds }, { virtualKey, plaintextKey }): the rows it carries.
+  for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null && !Array.isArray(inner)) set.add(inner);
+}
+
 type Rule = (value: unknown, ctx: unknown) => boolean | Promise<boolean> | object;
 
 export class DeniedEdgesPlugin<Types extends SchemaTypes> extends BasePlugin<Types> {
@@ -20,6 +39,13 @@ export class DeniedEdgesPlugin<Types extends SchemaTypes> extends BasePlugin<Typ
     resolver: GraphQLFieldResolver<unknown, Types["Context"], object>,
     fieldConfig: PothosOutputFieldConfig<Types>,
   ): GraphQLFieldResolver<unknown, Types["Context"], object> {
+    if (this.buildCache.getTypeConfig(fieldConfig.parentType).kind === "Mutation") {
+      return (parent, args, ctx, info) => {
+        const result = resolver(parent, args, ctx, info);
+        if (!isThenable(result)) return (markWritten(ctx, result), result);
+        return Promise.resolve(result).then((value) => (markWritten(ctx, value), value));
+      };
+    }
     const type: PothosOutputFieldType<Types> = fieldConfig.type;
     const list = type.kind === "List";
     const item = type.kind === "List" ? type.type : type;

@@ -1,6 +1,7 @@
 // Members, roles, role assignments, identity sources, SSO group bindings, group sync and
 // API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
 import { builder, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
@@ -57,7 +58,7 @@ const PermissionRef = builder.prismaObject("RolePermission", {
 export const RoleRef = builder.prismaObject("Role", {
   description: "A bundle of permission tuples: a built-in system role or an org's custom role. Needs (role, read).",
   runScopesOnType: true,
-  authScopes: (r, ctx) => readable(ctx, r.orgId, READ("role")),
+  authScopes: (r, ctx) => readable(ctx, r, r.orgId, READ("role")),
   fields: (t) => ({
     id: t.exposeID("id"),
     key: t.exposeString("key", { description: "Derived from the name at creation; immutable." }),
@@ -88,7 +89,7 @@ const READ_MEMBERS = { permission: { resourceType: "member", action: "read", mat
 builder.prismaObject("IdentitySource", {
   description: "An SSO identity source. Needs (identity_source, read).",
   runScopesOnType: true,
-  authScopes: (s, ctx) => readable(ctx, s.orgId, READ("identity_source")),
+  authScopes: (s, ctx) => readable(ctx, s, s.orgId, READ("identity_source")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -100,7 +101,7 @@ builder.prismaObject("IdentitySource", {
 builder.prismaObject("IdentityGroupBinding", {
   description: "(identity source, group key) attaching 1..5 roles; the group's members hold their union. Needs (identity_source, read).",
   runScopesOnType: true,
-  authScopes: (b, ctx) => readable(ctx, b.orgId, READ("identity_source")),
+  authScopes: (b, ctx) => readable(ctx, b, b.orgId, READ("identity_source")),
   fields: (t) => ({
     id: t.exposeID("id"),
     groupKey: t.exposeString("groupKey"),
@@ -116,7 +117,7 @@ builder.prismaObject("IdentityGroupBinding", {
 const ApiTokenRef = builder.prismaObject("ApiToken", {
   description: "A token's metadata. The secret itself is shown once, at creation. Your own, or another member's with (member, read).",
   runScopesOnType: true,
-  authScopes: (k, ctx) => (ctx.viewer !== null && k.userId === ctx.viewer.userId ? readable(ctx, k.orgId, null) : readable(ctx, k.orgId, READ("member"))),
+  authScopes: (k, ctx) => (ctx.viewer !== null && k.userId === ctx.viewer.userId ? readable(ctx, k, k.orgId, null) : readable(ctx, k, k.orgId, READ("member"))),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -153,7 +154,7 @@ builder.queryFields((t) => ({
     description: "Members of the caller's organization; needs (member, read).",
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.membership.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
+      return ctx.db.prisma.membership.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
     },
   }),
   roles: t.prismaField({
@@ -163,7 +164,7 @@ builder.queryFields((t) => ({
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "role", action: "read", ...NO_TARGET });
       return ctx.db.prisma.role.findMany({
-        ...query,
+        ...rowQuery(query),
         where: usableRoleWhere(orgOf(ctx)),
         orderBy: [{ system: "desc" }, { key: "asc" }],
       });
@@ -174,7 +175,7 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "identity_source", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.identitySource.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
+      return ctx.db.prisma.identitySource.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
     },
   }),
   apiTokens: t.prismaField({
@@ -186,7 +187,7 @@ builder.queryFields((t) => ({
       await ctx.authz.requireMember();
       const userId = args.userId ? String(args.userId) : ctx.viewer!.userId;
       if (userId !== ctx.viewer!.userId) await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.apiToken.findMany({ ...query, where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
+      return ctx.db.prisma.apiToken.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
     },
   }),
 }));
@@ -251,7 +252,7 @@ const CreateTokenInput = builder.inputType("CreateApiTokenInput", {
 
 /** A membership a mutation wrote, read back with the field's query. */
 const membershipRow = (ctx: Context, query: object, m: { orgId: string; userId: string }) =>
-  ctx.db.prisma.membership.findUniqueOrThrow({ ...query, where: { orgId_userId: { orgId: m.orgId, userId: m.userId } } });
+  ctx.db.prisma.membership.findUniqueOrThrow({ ...rowQuery(query), where: { orgId_userId: { orgId: m.orgId, userId: m.userId } } });
 
 const ids = (list: readonly (string | number)[]) => list.map(String);
 
@@ -263,7 +264,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: CreateRoleInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
       const role = await createRole(deps(ctx), { name: input.name, description: input.description, permissions: input.permissions.map(clean) });
-      return ctx.db.prisma.role.findUniqueOrThrow({ ...query, where: { id: role.id } });
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
   updateRole: t.prismaField({
@@ -278,7 +279,7 @@ builder.mutationFields((t) => ({
         description: input.description,
         permissions: input.permissions ? input.permissions.map(clean) : null,
       });
-      return ctx.db.prisma.role.findUniqueOrThrow({ ...query, where: { id: role.id } });
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
   deleteRole: t.prismaField({
@@ -289,7 +290,7 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const role = await deleteRole(deps(ctx), String(args.id), releaseReservationsOfRole);
-      return ctx.db.prisma.role.findUniqueOrThrow({ ...query, where: { id: role.id } });
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
   assignRole: t.prismaField({
@@ -300,7 +301,7 @@ builder.mutationFields((t) => ({
     args: { userId: t.arg.id({ required: true }), roleId: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const a = await assignRole(deps(ctx), { userId: String(args.userId), roleId: String(args.roleId) });
-      return ctx.db.prisma.membership.findUniqueOrThrow({ ...query, where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
+      return ctx.db.prisma.membership.findUniqueOrThrow({ ...rowQuery(query), where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
     },
   }),
   unassignRole: t.boolean({
@@ -345,7 +346,7 @@ builder.mutationFields((t) => ({
     args: { name: t.arg.string({ required: true }), kind: t.arg.string() },
     resolve: async (query, _r, args, ctx) => {
       const source = await createIdentitySource(deps(ctx), clean(args));
-      return ctx.db.prisma.identitySource.findUniqueOrThrow({ ...query, where: { id: source.id } });
+      return ctx.db.prisma.identitySource.findUniqueOrThrow({ ...rowQuery(query), where: { id: source.id } });
     },
   }),
   deleteIdentitySource: t.prismaField({
@@ -355,7 +356,7 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const id = String(args.id);
-      const before = await ctx.db.prisma.identitySource.findFirst({ ...query, where: { id, orgId: orgOf(ctx) } });
+      const before = await ctx.db.prisma.identitySource.findFirst({ ...rowQuery(query), where: { id, orgId: orgOf(ctx) } });
       await deleteIdentitySource(deps(ctx), id);
       return orThrow(before, "IdentitySource", id);
     },
@@ -371,7 +372,7 @@ builder.mutationFields((t) => ({
         groupKey: input.groupKey,
         roleIds: ids(input.roleIds),
       });
-      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...query, where: { id: binding.id } });
+      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
     },
   }),
   updateGroupBinding: t.prismaField({
@@ -381,7 +382,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: UpdateBindingInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
       const binding = await updateGroupBinding(deps(ctx), { id: String(input.id), roleIds: ids(input.roleIds) });
-      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...query, where: { id: binding.id } });
+      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
     },
   }),
   deleteGroupBinding: t.prismaField({
@@ -391,7 +392,7 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const id = String(args.id);
-      const before = await ctx.db.prisma.identityGroupBinding.findFirst({ ...query, where: { id, orgId: orgOf(ctx) } });
+      const before = await ctx.db.prisma.identityGroupBinding.findFirst({ ...rowQuery(query), where: { id, orgId: orgOf(ctx) } });
       await deleteGroupBinding(deps(ctx), id);
       return orThrow(before, "IdentityGroupBinding", id);
     },
@@ -419,7 +420,7 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const token = await revokeApiToken(deps(ctx), String(args.id));
-      return ctx.db.prisma.apiToken.findUniqueOrThrow({ ...query, where: { id: token.id } });
+      return ctx.db.prisma.apiToken.findUniqueOrThrow({ ...rowQuery(query), where: { id: token.id } });
     },
   }),
   deleteOrganization: t.prismaField({
@@ -429,7 +430,7 @@ builder.mutationFields((t) => ({
     description: "Soft-deletes the caller's organization: every check fails for it from then on. Super admin only.",
     resolve: async (query, _r, _a, ctx) => {
       const org = await deleteOrganization(deps(ctx));
-      return ctx.db.prisma.organization.findUniqueOrThrow({ ...query, where: { id: org.id } });
+      return ctx.db.prisma.organization.findUniqueOrThrow({ ...rowQuery(query), where: { id: org.id } });
     },
   }),
 }));

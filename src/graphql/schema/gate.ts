@@ -7,6 +7,7 @@
 // subscriber.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { GateNotPassedError } from "../../errors.js";
 import {
@@ -242,7 +243,7 @@ export const GateStatusRef = builder.objectRef<GateSnapshot>("GateStatus").imple
     plan: t.prismaField({
       type: "Plan",
       description: "The plan itself (one query per message; a dashboard usually needs planStatus only).",
-      resolve: (query, s, _args, ctx) => ctx.db.prisma.plan.findUniqueOrThrow({ ...query, where: { id: s.planId } }),
+      resolve: (query, s, _args, ctx) => ctx.db.prisma.plan.findUniqueOrThrow({ ...rowQuery(query), where: { id: s.planId } }),
     }),
   }),
 });

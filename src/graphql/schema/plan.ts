@@ -3,6 +3,7 @@
 // src/services/plans.ts; the gate itself in src/graphql/schema/gate.ts.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import { GateNotPassedError } from "../../errors.js";
 import type { PickedPolicy, PickedResource, PickTargetsResult } from "../../domain/gate/index.js";
 import { snapshotOf, storedEvaluationOf, type GateSnapshot, type PlanHead } from "../../services/gate.js";
@@ -62,7 +63,7 @@ export const PlanRef = builder.prismaObject("Plan", {
     supersededBy: t.prismaField({
       type: "Plan",
       nullable: true,
-      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: p.supersededById } }) : null),
+      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: p.supersededById } }) : null),
     }),
     changeCount: t.relationCount("changes"),
     changes: t.relation("changes", {
@@ -171,7 +172,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const head = await findReadablePlanHead(deps(ctx), String(args.id)).catch(notFoundAsNull);
-      return head ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: head.id } }) : null;
+      return head ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: head.id } }) : null;
     },
   }),
   targetedPlanPicker: t.field({

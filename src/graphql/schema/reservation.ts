@@ -2,6 +2,7 @@
 // reserve for. Rules in src/services/reservations.ts.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { ERRORS, IN_WORKSPACE_RULE_INPUTS, deps, inReadableWorkspace, loadUser } from "./workspace.js";
@@ -71,7 +72,7 @@ builder.queryFields((t) => ({
     // Read back with the field's query: fields selected beneath a role are loaded with it.
     resolve: async (query, _root, args, ctx) => {
       const roles = await reservableRoles(deps(ctx), String(args.workspaceId));
-      return inOrder(roles, await ctx.db.prisma.role.findMany({ ...query, where: { id: { in: roles.map((r) => r.id) } } }));
+      return inOrder(roles, await ctx.db.prisma.role.findMany({ ...rowQuery(query), where: { id: { in: roles.map((r) => r.id) } } }));
     },
   }),
   roleReservations: t.prismaField({
@@ -81,7 +82,7 @@ builder.queryFields((t) => ({
     args: { roleId: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const rows = await activeReservationsOfRole(deps(ctx), String(args.roleId));
-      return inOrder(rows, await ctx.db.prisma.reservation.findMany({ ...query, where: { id: { in: rows.map((r) => r.id) } } }));
+      return inOrder(rows, await ctx.db.prisma.reservation.findMany({ ...rowQuery(query), where: { id: { in: rows.map((r) => r.id) } } }));
     },
   }),
 }));

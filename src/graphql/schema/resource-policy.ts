@@ -2,6 +2,7 @@
 // "Resource policies"). Rules in src/services/resource-policies.ts.
 
 import { builder, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
@@ -19,15 +20,15 @@ import {
 } from "../../services/resource-policies.js";
 
 /** (resource_policy, read, <name>): what reading a policy, or anything of it, needs (docs/apply-gate.md). */
-const policyReadable = (ctx: Context, policy: { orgId: string; name: string }) =>
-  readable(ctx, policy.orgId, { resourceType: "resource_policy", action: "read", matchValue: policy.name, groups: null });
+const policyReadable = (ctx: Context, object: object, policy: { orgId: string; name: string }) =>
+  readable(ctx, object, policy.orgId, { resourceType: "resource_policy", action: "read", matchValue: policy.name, groups: null });
 const POLICY_RULE_INPUTS = { policy: { select: { orgId: true, name: true } } } as const;
 
 builder.prismaObject("PolicyRequirement", {
   description: "A policy's requirement for one action: a count (1, 2 or 3) or Auto, and named approvers.",
   include: POLICY_RULE_INPUTS,
   runScopesOnType: true,
-  authScopes: (r, ctx) => policyReadable(ctx, r.policy),
+  authScopes: (r, ctx) => policyReadable(ctx, r, r.policy),
   fields: (t) => ({
     action: t.field({ type: ChangeActionEnum, resolve: (r) => r.action }),
     count: t.exposeInt("count", { nullable: true, description: "1, 2 or 3; null is Auto (the workspace baseline decides)." }),
@@ -55,7 +56,7 @@ builder.prismaObject("ResourcePolicyAssignment", {
   description: "A resource picked for a policy by hand, in one workspace. Needs (resource_policy, read) on its policy.",
   include: POLICY_RULE_INPUTS,
   runScopesOnType: true,
-  authScopes: (a, ctx) => policyReadable(ctx, a.policy),
+  authScopes: (a, ctx) => policyReadable(ctx, a, a.policy),
   fields: (t) => ({
     workspace: t.relation("workspace", { nullable: true, description: "Null unless the caller may read the workspace too." }),
     address: t.exposeString("address"),
@@ -67,7 +68,7 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
     "An organization-level rule applied to one or many workspaces: what an apply touching certain resources needs. " +
     "Governs by assignment and by address pattern (additive; no carve-outs). Needs (resource_policy, read, <name>).",
   runScopesOnType: true,
-  authScopes: (p, ctx) => policyReadable(ctx, p),
+  authScopes: (p, ctx) => policyReadable(ctx, p, p),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -89,7 +90,7 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
       description: "One per action: create, update, delete, replace.",
       resolve: (query, p, _a, ctx) =>
         ctx.db.prisma.policyRequirement
-          .findMany({ ...query, where: { policyId: p.id } })
+          .findMany({ ...rowQuery(query), where: { policyId: p.id } })
           .then((rows) => rows.sort((a, b) => CHANGE_ACTIONS.indexOf(a.action) - CHANGE_ACTIONS.indexOf(b.action))),
     }),
   }),
@@ -115,7 +116,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const found = await findReadablePolicy(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
-      return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...query, where: { id: found.id } }) : null;
+      return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...rowQuery(query), where: { id: found.id } }) : null;
     },
   }),
   resourcePolicies: t.field({

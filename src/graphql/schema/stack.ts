@@ -34,7 +34,7 @@ const outputsOf = (raw: unknown): StackOutput[] => (Array.isArray(raw) ? (raw as
 export const StackRef = builder.prismaObject("Stack", {
   description: "A deployable unit: its workspaces, authz groups, labels and Terraform outputs. Needs (stack, read).",
   runScopesOnType: true,
-  authScopes: (s, ctx) => readable(ctx, s.orgId, stackTarget(s, "read")),
+  authScopes: (s, ctx) => readable(ctx, s, s.orgId, stackTarget(s, "read")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),

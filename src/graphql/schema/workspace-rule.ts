@@ -5,6 +5,7 @@
 import DataLoader from "dataloader";
 import type { Context } from "../context.js";
 import { readable } from "../builder.js";
+import { wroteIt } from "../denied-edges.js";
 import { workspaceTarget } from "../../approvals/workspaces.js";
 
 export type RuleWorkspace = { id: string; orgId: string; name: string; environment: string; stack: { authzGroups: string[] } };
@@ -37,8 +38,9 @@ type Family = "approval_policy" | "approval_request" | "virtual_key" | "connecti
 
 /** The read rule of an object of a workspace-scoped family: (family, read) on its workspace. */
 export async function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): Promise<boolean> {
+  if (wroteIt(ctx, o)) return true;
   if (!ctx.viewer || o.orgId !== ctx.viewer.orgId) return false;
   const workspace = await ruleWorkspace(ctx, o.workspaceId);
   if (!workspace || workspace.orgId !== o.orgId) return false;
-  return readable(ctx, o.orgId, workspaceTarget(workspace, family, "read"));
+  return readable(ctx, o, o.orgId, workspaceTarget(workspace, family, "read"));
 }
