@@ -7,6 +7,8 @@ import type { TestApp } from "../helpers/harness.js";
 import { addMember, createOrg } from "../helpers/fixtures.js";
 import { seedDemo } from "../../src/services/demo.js";
 
+type Grants = NonNullable<NonNullable<Parameters<typeof addMember>[2]>["grants"]>;
+
 export interface World {
   orgId: string;
   admin: string;
@@ -25,7 +27,7 @@ export interface World {
     binding: string;
   };
   /** A member holding the given grants (custom role), by token. */
-  member(grants: Array<{ resourceType: string; action: string }>): Promise<string>;
+  member(grants: Grants): Promise<string>;
 }
 
 export async function createWorld(t: TestApp): Promise<World> {
