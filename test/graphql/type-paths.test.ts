@@ -128,3 +128,25 @@ describe("who holds a role is member data", () => {
     expect(admin.directMembers.map((u: any) => u.email)).toContain("alice@acme.test");
   });
 });
+
+describe("a denied edge answers null, and only a caller without a token is unauthenticated", () => {
+  it("workspace(id){ stack { outputs } } gives a (workspace, read)-only member stack: null, no error, as stack(id) does", async () => {
+    const token = await w.member([{ resourceType: "workspace", action: "read" }] as const);
+    const res = await t.gql(
+      `query($w: ID!, $s: ID!) { workspace(id: $w) { name stack { name labels authzGroups outputs { name value } } resourcePolicies { name } } stack(id: $s) { name } }`,
+      { w: w.ids.workspace, s: w.ids.stack },
+      token,
+    );
+    expect(res.errors).toBeUndefined();
+    expect(res.data).toEqual({ workspace: { name: "payments-prod", stack: null, resourcePolicies: [] }, stack: null });
+  });
+
+  it("a signed-in member who may not read an object is never told UNAUTHENTICATED; a caller with no token is", async () => {
+    const token = await w.member([{ resourceType: "workspace", action: "read" }] as const);
+    const signedIn = await t.gql(`query($id: ID!) { approvalRequest(id: $id) { id } }`, { id: w.ids.approvalRequest }, token);
+    expect(signedIn.data.approvalRequest).toBeNull();
+    expect((signedIn.errors ?? []).map((e: any) => e.extensions?.code)).not.toContain("UNAUTHENTICATED");
+    const anonymous = await t.gql(`query($id: ID!) { workspace(id: $id) { name } }`, { id: w.ids.workspace }, null);
+    expect(anonymous.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
+  });
+});
