@@ -28,6 +28,8 @@ export interface World {
   };
   /** A member holding the given grants (custom role), by token. */
   member(grants: Grants): Promise<string>;
+  /** The same, with the member's own role ids (a role one holds is readable without (role, read)). */
+  memberWithRoles(grants: Grants): Promise<{ token: string; roleIds: string[] }>;
 }
 
 export async function createWorld(t: TestApp): Promise<World> {
@@ -97,5 +99,10 @@ export async function createWorld(t: TestApp): Promise<World> {
       binding: binding.id,
     },
     member: async (grants) => (await addMember(t.db, org.id, { grants })).token,
+    memberWithRoles: async (grants) => {
+      const m = await addMember(t.db, org.id, { grants });
+      const held = await prisma.roleAssignment.findMany({ where: { orgId: org.id, userId: m.userId }, select: { roleId: true } });
+      return { token: m.token, roleIds: held.map((a) => a.roleId) };
+    },
   };
 }

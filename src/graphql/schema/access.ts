@@ -1,6 +1,6 @@
 // Members, roles, role assignments, identity sources, SSO group bindings, group sync and
 // API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
-import { builder, readable } from "../builder.js";
+import { builder, inViewerOrg, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
@@ -56,9 +56,12 @@ const PermissionRef = builder.prismaObject("RolePermission", {
 });
 
 export const RoleRef = builder.prismaObject("Role", {
-  description: "A bundle of permission tuples: a built-in system role or an org's custom role. Needs (role, read).",
+  description: "A bundle of permission tuples: a built-in system role or an org's custom role. Needs (role, read), or holding it.",
   runScopesOnType: true,
-  authScopes: (r, ctx) => readable(ctx, r, r.orgId, READ("role")),
+  // Also a role the caller holds: their own roles are not someone else's data.
+  authScopes: async (r, ctx) =>
+    (await readable(ctx, r, r.orgId, READ("role"))) ||
+    (inViewerOrg(r.orgId, ctx) && ctx.authz.requireMember().then((p) => p.roleIds.includes(r.id), () => false)),
   fields: (t) => ({
     id: t.exposeID("id"),
     key: t.exposeString("key", { description: "Derived from the name at creation; immutable." }),
