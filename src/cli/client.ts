@@ -210,7 +210,7 @@ function reservationLine(r: ReservationFieldsFragment): string {
 }
 
 function workspaceText(w: WorkspaceFieldsFragment): string {
-  const flags = [w.environment, `stack ${w.stack.name}`, `baseline ${w.requiredApprovals}`, w.frozen ? "FROZEN" : "", w.archived ? "archived" : ""].filter(Boolean);
+  const flags = [w.environment, w.stack ? `stack ${w.stack.name}` : "", `baseline ${w.requiredApprovals}`, w.frozen ? "FROZEN" : "", w.archived ? "archived" : ""].filter(Boolean);
   const lines = [`${w.name}  (${flags.join(", ")})`];
   lines.push(w.reservations.length ? `  reserved for: ${w.reservations.map(reservationLine).join("; ")}` : "  reserved for: nobody");
   if (!w.openPlans.length) lines.push("  open plans: none");

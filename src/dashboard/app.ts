@@ -303,7 +303,7 @@ function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
       {},
       h("h2", {}, w.name),
       h("span", { class: `env env-${w.environment}` }, w.environment),
-      h("span", { class: "meta" }, `stack ${w.stack.name} · baseline ${w.requiredApprovals}`),
+      h("span", { class: "meta" }, `${w.stack ? `stack ${w.stack.name} · ` : ""}baseline ${w.requiredApprovals}`),
       w.frozen && h("span", { class: "badge frozen" }, "frozen"),
     ),
     h(

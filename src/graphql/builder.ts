@@ -10,6 +10,7 @@ import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
 import type { Context } from "./context.js";
 import type { Target } from "../domain/catalog/index.js";
+import { wroteIt } from "./denied-edges.js";
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -28,7 +29,8 @@ export const builder = new SchemaBuilder<{
   };
 }>({
   // StorableTextPlugin after ErrorsPlugin: its ValidationError becomes a mutation's typed result.
-  plugins: [ScopeAuthPlugin, ErrorsPlugin, StorableTextPlugin, PrismaPlugin, RelayPlugin],
+  // deniedEdges last: it wraps the field's own resolver, so it sees what the edge resolved to.
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, StorableTextPlugin, PrismaPlugin, RelayPlugin, "deniedEdges"],
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: (ctx) => ({
@@ -36,10 +38,12 @@ export const builder = new SchemaBuilder<{
       member: async () => ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false)),
       permission: (target) => ctx.authz.can(target),
     }),
-    unauthorizedError: () =>
-      new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", {
-        extensions: { code: "UNAUTHENTICATED" },
-      }),
+    // Only a caller with no viewer is unauthenticated. A signed-in caller who fails a type's or a
+    // field's rule is told nothing: the object is not found (a nullable edge answers null).
+    unauthorizedError: (_parent, ctx) =>
+      ctx.viewer === null
+        ? new GraphQLError("Send a valid token as `Authorization: Bearer <token>`", { extensions: { code: "UNAUTHENTICATED" } })
+        : new GraphQLError("Not found", { extensions: { code: "NOT_FOUND" } }),
   },
   prisma: {
     client: (ctx) => ctx.db.prisma,
@@ -57,6 +61,24 @@ export const builder = new SchemaBuilder<{
   },
   errors: { defaultTypes: [] },
 });
+
+/** The object belongs to the caller's organization (system rows, orgId null, belong to every one). */
+export const inViewerOrg = (orgId: string | null, ctx: Context): boolean =>
+  ctx.viewer !== null && (orgId === null || orgId === ctx.viewer.orgId);
+
+/**
+ * A type's read rule: the object is of the caller's organization and the caller holds the tuple
+ * (an active member, when `target` is null); or the object is the very row this request's
+ * mutation wrote and returned (the writer sees what they wrote; what it links to is still
+ * authorized as itself). Put on the type (`authScopes: (o, ctx) =>
+ * readable(ctx, o.orgId, ...)`, `runScopesOnType: true`), it is checked on every object of the
+ * type however it was reached; denied-edges.ts turns a denial into null or absence.
+ */
+export function readable(ctx: Context, object: object, orgId: string | null, target: Target | null): boolean | Promise<boolean> {
+  if (wroteIt(ctx, object)) return true;
+  if (!inViewerOrg(orgId, ctx)) return false;
+  return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.can(target);
+}
 
 builder.queryType({});
 builder.mutationType({});

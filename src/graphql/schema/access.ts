@@ -1,10 +1,11 @@
 // Members, roles, role assignments, identity sources, SSO group bindings, group sync and
 // API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
-import { builder } from "../builder.js";
+import { builder, inViewerOrg, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
-import { InvalidStateError } from "../../errors.js";
+import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { resourcePatternToGlob } from "../../domain/catalog/index.js";
 import { assignRole, createRole, deleteRole, unassignRole, updateRole, usableRoleWhere } from "../../services/roles.js";
 import {
@@ -31,6 +32,19 @@ const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
 const orgOf = (ctx: Context) => ctx.viewer!.orgId;
 const NO_TARGET = { matchValue: null, groups: null } as const;
+const READ = (resourceType: "role" | "member" | "identity_source") => ({ resourceType, action: "read", ...NO_TARGET }) as const;
+
+/*
+ * Every t.prismaField below promises the prisma plugin that its rows were loaded with the `query`
+ * it was given: fields beneath (`roles`, `directMembers`, relations) then read from the row
+ * itself. Services return rows they loaded their own way, so each mutation reads its row back
+ * with the query (by id, one statement); a delete reads it before deleting. A prismaField that
+ * ignored its query answered "Unexpected error" for every relation selected under it.
+ */
+const orThrow = <T>(row: T | null, resource: string, id: string): T => {
+  if (row === null) throw new NotFoundError(resource, id);
+  return row;
+};
 
 const PermissionRef = builder.prismaObject("RolePermission", {
   description: "A permission tuple (resource_type, action, resource_pattern, authz_group).",
@@ -50,7 +64,12 @@ const PermissionRef = builder.prismaObject("RolePermission", {
 });
 
 export const RoleRef = builder.prismaObject("Role", {
-  description: "A bundle of permission tuples: a built-in system role or an org's custom role.",
+  description: "A bundle of permission tuples: a built-in system role or an org's custom role. Needs (role, read), or holding it.",
+  runScopesOnType: true,
+  // Also a role the caller holds: their own roles are not someone else's data.
+  authScopes: async (r, ctx) =>
+    (await readable(ctx, r, r.orgId, READ("role"))) ||
+    (inViewerOrg(r.orgId, ctx) && ctx.authz.requireMember().then((p) => p.roleIds.includes(r.id), () => false)),
   fields: (t) => ({
     id: t.exposeID("id"),
     key: t.exposeString("key", { description: "Derived from the name at creation; immutable." }),
@@ -61,17 +80,27 @@ export const RoleRef = builder.prismaObject("Role", {
     permissions: t.relation("permissions"),
     directMembers: t.field({
       type: [UserRef],
-      description: "Members holding this role by direct assignment in the caller's org.",
+      nullable: true,
+      description:
+        "Members holding this role by direct assignment in the caller's org. Who holds a role is member data: null " +
+        "unless the caller also holds (member, read).",
+      authScopes: READ_MEMBERS,
+      unauthorizedResolver: () => null,
       // Loaded with the roles themselves (one query for the whole list, no N+1).
-      select: (_args, ctx) => ({
-        assignments: { where: { orgId: orgOf(ctx) }, include: { user: true }, orderBy: { user: { name: "asc" } } },
+      select: (_args, ctx, nested) => ({
+        assignments: { where: { orgId: orgOf(ctx) }, select: { user: nested(true) }, orderBy: { user: { name: "asc" } } },
       }),
       resolve: (role) => role.assignments.map((a) => a.user),
     }),
   }),
 });
 
+const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
+
 builder.prismaObject("IdentitySource", {
+  description: "An SSO identity source. Needs (identity_source, read).",
+  runScopesOnType: true,
+  authScopes: (s, ctx) => readable(ctx, s, s.orgId, READ("identity_source")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -81,21 +110,25 @@ builder.prismaObject("IdentitySource", {
 });
 
 builder.prismaObject("IdentityGroupBinding", {
-  description: "(identity source, group key) attaching 1..5 roles; the group's members hold their union.",
+  description: "(identity source, group key) attaching 1..5 roles; the group's members hold their union. Needs (identity_source, read).",
+  runScopesOnType: true,
+  authScopes: (b, ctx) => readable(ctx, b, b.orgId, READ("identity_source")),
   fields: (t) => ({
     id: t.exposeID("id"),
     groupKey: t.exposeString("groupKey"),
     identitySource: t.relation("identitySource"),
     roles: t.field({
       type: [RoleRef],
-      select: { roles: { include: { role: true }, orderBy: { role: { key: "asc" } } } },
+      select: (_args, _ctx, nested) => ({ roles: { select: { role: nested(true) }, orderBy: { role: { key: "asc" } } } }),
       resolve: (binding) => binding.roles.map((r) => r.role),
     }),
   }),
 });
 
 const ApiTokenRef = builder.prismaObject("ApiToken", {
-  description: "A token's metadata. The secret itself is shown once, at creation.",
+  description: "A token's metadata. The secret itself is shown once, at creation. Your own, or another member's with (member, read).",
+  runScopesOnType: true,
+  authScopes: (k, ctx) => (ctx.viewer !== null && k.userId === ctx.viewer.userId ? readable(ctx, k, k.orgId, null) : readable(ctx, k, k.orgId, READ("member"))),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -120,7 +153,7 @@ builder.prismaObjectField("Membership", "role", (t) =>
     type: RoleRef,
     nullable: true,
     description: "The member's single direct role.",
-    select: { roleAssignment: { include: { role: true } } },
+    select: (_args, _ctx, nested) => ({ roleAssignment: { select: { role: nested(true) } } }),
     resolve: (m) => m.roleAssignment?.role ?? null,
   }),
 );
@@ -132,7 +165,7 @@ builder.queryFields((t) => ({
     description: "Members of the caller's organization; needs (member, read).",
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.membership.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
+      return ctx.db.prisma.membership.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
     },
   }),
   roles: t.prismaField({
@@ -142,7 +175,7 @@ builder.queryFields((t) => ({
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "role", action: "read", ...NO_TARGET });
       return ctx.db.prisma.role.findMany({
-        ...query,
+        ...rowQuery(query),
         where: usableRoleWhere(orgOf(ctx)),
         orderBy: [{ system: "desc" }, { key: "asc" }],
       });
@@ -153,7 +186,7 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "identity_source", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.identitySource.findMany({ ...query, where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
+      return ctx.db.prisma.identitySource.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
     },
   }),
   apiTokens: t.prismaField({
@@ -165,7 +198,7 @@ builder.queryFields((t) => ({
       await ctx.authz.requireMember();
       const userId = args.userId ? String(args.userId) : ctx.viewer!.userId;
       if (userId !== ctx.viewer!.userId) await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
-      return ctx.db.prisma.apiToken.findMany({ ...query, where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
+      return ctx.db.prisma.apiToken.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
     },
   }),
 }));
@@ -228,6 +261,10 @@ const CreateTokenInput = builder.inputType("CreateApiTokenInput", {
   }),
 });
 
+/** A membership a mutation wrote, read back with the field's query. */
+const membershipRow = (ctx: Context, query: object, m: { orgId: string; userId: string }) =>
+  ctx.db.prisma.membership.findUniqueOrThrow({ ...rowQuery(query), where: { orgId_userId: { orgId: m.orgId, userId: m.userId } } });
+
 const ids = (list: readonly (string | number)[]) => list.map(String);
 
 builder.mutationFields((t) => ({
@@ -236,21 +273,25 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: CreateRoleInput, required: true }) },
-    resolve: (_q, _r, { input }, ctx) =>
-      createRole(deps(ctx), { name: input.name, description: input.description, permissions: input.permissions.map(clean) }),
+    resolve: async (query, _r, { input }, ctx) => {
+      const role = await createRole(deps(ctx), { name: input.name, description: input.description, permissions: input.permissions.map(clean) });
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
+    },
   }),
   updateRole: t.prismaField({
     type: "Role",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: UpdateRoleInput, required: true }) },
-    resolve: (_q, _r, { input }, ctx) =>
-      updateRole(deps(ctx), {
+    resolve: async (query, _r, { input }, ctx) => {
+      const role = await updateRole(deps(ctx), {
         id: String(input.id),
         name: input.name,
         description: input.description,
         permissions: input.permissions ? input.permissions.map(clean) : null,
-      }),
+      });
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
+    },
   }),
   deleteRole: t.prismaField({
     type: "Role",
@@ -258,7 +299,10 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "Cascades through assignments and bindings; releases the role's reservations with you as releaser.",
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => deleteRole(deps(ctx), String(args.id), releaseReservationsOfRole),
+    resolve: async (query, _r, args, ctx) => {
+      const role = await deleteRole(deps(ctx), String(args.id), releaseReservationsOfRole);
+      return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
+    },
   }),
   assignRole: t.prismaField({
     type: "Membership",
@@ -268,7 +312,7 @@ builder.mutationFields((t) => ({
     args: { userId: t.arg.id({ required: true }), roleId: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
       const a = await assignRole(deps(ctx), { userId: String(args.userId), roleId: String(args.roleId) });
-      return ctx.db.prisma.membership.findUniqueOrThrow({ ...query, where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
+      return ctx.db.prisma.membership.findUniqueOrThrow({ ...rowQuery(query), where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
     },
   }),
   unassignRole: t.boolean({
@@ -282,7 +326,7 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: AddMemberInputRef, required: true }) },
-    resolve: (_q, _r, { input }, ctx) => addMember(deps(ctx), clean(input)),
+    resolve: async (query, _r, { input }, ctx) => membershipRow(ctx, query, await addMember(deps(ctx), clean(input))),
   }),
   deactivateMember: t.prismaField({
     type: "Membership",
@@ -290,57 +334,79 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "The member's grants stop at once; needs (member, update).",
     args: { userId: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => setMemberActive(deps(ctx), String(args.userId), false),
+    resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setMemberActive(deps(ctx), String(args.userId), false)),
   }),
   reactivateMember: t.prismaField({
     type: "Membership",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { userId: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => setMemberActive(deps(ctx), String(args.userId), true),
+    resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setMemberActive(deps(ctx), String(args.userId), true)),
   }),
   setSuperAdmin: t.prismaField({
     type: "Membership",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { userId: t.arg.id({ required: true }), value: t.arg.boolean({ required: true }) },
-    resolve: (_q, _r, args, ctx) => setSuperAdmin(deps(ctx), String(args.userId), args.value),
+    resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setSuperAdmin(deps(ctx), String(args.userId), args.value)),
   }),
   createIdentitySource: t.prismaField({
     type: "IdentitySource",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { name: t.arg.string({ required: true }), kind: t.arg.string() },
-    resolve: (_q, _r, args, ctx) => createIdentitySource(deps(ctx), clean(args)),
+    resolve: async (query, _r, args, ctx) => {
+      const source = await createIdentitySource(deps(ctx), clean(args));
+      return ctx.db.prisma.identitySource.findUniqueOrThrow({ ...rowQuery(query), where: { id: source.id } });
+    },
   }),
   deleteIdentitySource: t.prismaField({
     type: "IdentitySource",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => deleteIdentitySource(deps(ctx), String(args.id)),
+    resolve: async (query, _r, args, ctx) => {
+      const id = String(args.id);
+      const before = await ctx.db.prisma.identitySource.findFirst({ ...rowQuery(query), where: { id, orgId: orgOf(ctx) } });
+      await deleteIdentitySource(deps(ctx), id);
+      return orThrow(before, "IdentitySource", id);
+    },
   }),
   createGroupBinding: t.prismaField({
     type: "IdentityGroupBinding",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: BindingInput, required: true }) },
-    resolve: (_q, _r, { input }, ctx) =>
-      createGroupBinding(deps(ctx), { identitySourceId: String(input.identitySourceId), groupKey: input.groupKey, roleIds: ids(input.roleIds) }),
+    resolve: async (query, _r, { input }, ctx) => {
+      const binding = await createGroupBinding(deps(ctx), {
+        identitySourceId: String(input.identitySourceId),
+        groupKey: input.groupKey,
+        roleIds: ids(input.roleIds),
+      });
+      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
+    },
   }),
   updateGroupBinding: t.prismaField({
     type: "IdentityGroupBinding",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: UpdateBindingInput, required: true }) },
-    resolve: (_q, _r, { input }, ctx) => updateGroupBinding(deps(ctx), { id: String(input.id), roleIds: ids(input.roleIds) }),
+    resolve: async (query, _r, { input }, ctx) => {
+      const binding = await updateGroupBinding(deps(ctx), { id: String(input.id), roleIds: ids(input.roleIds) });
+      return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
+    },
   }),
   deleteGroupBinding: t.prismaField({
     type: "IdentityGroupBinding",
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => deleteGroupBinding(deps(ctx), String(args.id)),
+    resolve: async (query, _r, args, ctx) => {
+      const id = String(args.id);
+      const before = await ctx.db.prisma.identityGroupBinding.findFirst({ ...rowQuery(query), where: { id, orgId: orgOf(ctx) } });
+      await deleteGroupBinding(deps(ctx), id);
+      return orThrow(before, "IdentityGroupBinding", id);
+    },
   }),
   syncUserGroups: t.stringList({
     authScopes: { authenticated: true },
@@ -363,14 +429,20 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _r, args, ctx) => revokeApiToken(deps(ctx), String(args.id)),
+    resolve: async (query, _r, args, ctx) => {
+      const token = await revokeApiToken(deps(ctx), String(args.id));
+      return ctx.db.prisma.apiToken.findUniqueOrThrow({ ...rowQuery(query), where: { id: token.id } });
+    },
   }),
   deleteOrganization: t.prismaField({
     type: "Organization",
     authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Soft-deletes the caller's organization: every check fails for it from then on. Super admin only.",
-    resolve: (_q, _r, _a, ctx) => deleteOrganization(deps(ctx)),
+    resolve: async (query, _r, _a, ctx) => {
+      const org = await deleteOrganization(deps(ctx));
+      return ctx.db.prisma.organization.findUniqueOrThrow({ ...rowQuery(query), where: { id: org.id } });
+    },
   }),
 }));
 

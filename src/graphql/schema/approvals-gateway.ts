@@ -1,7 +1,9 @@
 import { clean } from "./input.js";
 import { builder } from "../builder.js";
+import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
+import type { VirtualKey } from "../../generated/prisma/client.js";
 import {
   createConnection,
   createVirtualKey,
@@ -16,7 +18,11 @@ import {
 // The agent gateway's identities for a workspace (seed 003): virtual keys, connections, freeze.
 
 export const VirtualKeyRef = builder.prismaObject("VirtualKey", {
-  description: "An agent's gateway key for one workspace. Only its hash is stored; the plaintext was shown once, at creation.",
+  description:
+    "An agent's gateway key for one workspace. Only its hash is stored; the plaintext was shown once, at creation. " +
+    "Needs (virtual_key, read) on its workspace.",
+  runScopesOnType: true,
+  authScopes: (k, ctx) => readableInWorkspace(ctx, k, "virtual_key"),
   fields: (t) => ({
     id: t.exposeID("id"),
     workspaceId: t.exposeID("workspaceId"),
@@ -31,7 +37,10 @@ export const VirtualKeyRef = builder.prismaObject("VirtualKey", {
 export const ToolConnectionRef = builder.prismaObject("Connection", {
   name: "ToolConnection",
   description:
-    "A tool provider a workspace's gateway calls through. A logical tool `<name>.<operation>` runs as `<provider>.<operation>` here; an inactive connection serves nothing and files no new request.",
+    "A tool provider a workspace's gateway calls through. A logical tool `<name>.<operation>` runs as `<provider>.<operation>` here; an inactive connection serves nothing and files no new request. " +
+    "Needs (connection, read) on its workspace.",
+  runScopesOnType: true,
+  authScopes: (c, ctx) => readableInWorkspace(ctx, c, "connection"),
   fields: (t) => ({
     id: t.exposeID("id"),
     workspaceId: t.exposeID("workspaceId"),
@@ -44,10 +53,10 @@ export const ToolConnectionRef = builder.prismaObject("Connection", {
 });
 
 const CreatedVirtualKeyRef = builder
-  .objectRef<{ virtualKey: { id: string }; plaintextKey: string }>("CreateVirtualKeyPayload")
+  .objectRef<{ virtualKey: VirtualKey; plaintextKey: string }>("CreateVirtualKeyPayload")
   .implement({
     fields: (t) => ({
-      virtualKey: t.field({ type: VirtualKeyRef, resolve: (p) => p.virtualKey as never }),
+      virtualKey: t.field({ type: VirtualKeyRef, nullable: true, description: "Null unless the caller may read it.", resolve: (p) => p.virtualKey }),
       plaintextKey: t.exposeString("plaintextKey", { description: "Shown once: store it now; Countersign keeps only its hash." }),
     }),
   });
@@ -81,19 +90,19 @@ const WorkspaceFreezeInput = builder.inputType("WorkspaceFreezeInput", { fields:
 
 
 builder.queryFields((t) => ({
-  virtualKeys: t.prismaField({
-    type: ["VirtualKey"],
+  virtualKeys: t.field({
+    type: [VirtualKeyRef],
     authScopes: { authenticated: true },
     description: "A workspace's virtual keys, newest first; needs (virtual_key, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
-    resolve: (_q, _root, args, ctx) => listVirtualKeys(ctx, String(args.workspaceId)),
+    resolve: (_root, args, ctx) => listVirtualKeys(ctx, String(args.workspaceId)),
   }),
-  toolConnections: t.prismaField({
-    type: ["Connection"],
+  toolConnections: t.field({
+    type: [ToolConnectionRef],
     authScopes: { authenticated: true },
     description: "A workspace's tool connections by name; needs (connection, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
-    resolve: (_q, _root, args, ctx) => listConnections(ctx, String(args.workspaceId)),
+    resolve: (_root, args, ctx) => listConnections(ctx, String(args.workspaceId)),
   }),
 }));
 

@@ -1,8 +1,9 @@
 import { clean } from "./input.js";
 import { builder } from "../builder.js";
+import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
+import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import { notFoundAsNull } from "./workspace.js";
-import { PermissionDeniedError } from "../../errors.js";
 import type { ApprovalRule } from "../../domain/approvals/policy.js";
 import {
   createApprovalPolicy,
@@ -34,7 +35,11 @@ export const ApprovalRuleRef = builder.objectRef<ApprovalRule>("ApprovalRule").i
 });
 
 export const ApprovalPolicyRef = builder.prismaObject("ApprovalPolicy", {
-  description: "A workspace's tool-call review rules. Editing, enabling or disabling an active one invalidates every unexecuted request under the old policy set.",
+  description:
+    "A workspace's tool-call review rules. Editing, enabling or disabling an active one invalidates every unexecuted request under the old policy set. " +
+    "Needs (approval_policy, read) on its workspace.",
+  runScopesOnType: true,
+  authScopes: (p, ctx) => readableInWorkspace(ctx, p, "approval_policy"),
   fields: (t) => ({
     id: t.exposeID("id"),
     workspaceId: t.exposeID("workspaceId"),
@@ -51,7 +56,7 @@ const ApprovalPolicyPayloadRef = builder
   .objectRef<{ policy: PolicyRow; invalidatedRequestIds: string[] }>("ApprovalPolicyPayload")
   .implement({
     fields: (t) => ({
-      policy: t.field({ type: ApprovalPolicyRef, resolve: (p) => p.policy as never }),
+      policy: t.field({ type: ApprovalPolicyRef, nullable: true, description: "Null unless the caller may read it.", resolve: (p) => p.policy as never }),
       invalidatedRequestIds: t.exposeIDList("invalidatedRequestIds", {
         description: "Requests this change closed as invalidated (reason policy_changed).",
       }),
@@ -109,22 +114,19 @@ const toRules = (rules: RuleInput[]) =>
 
 
 builder.queryFields((t) => ({
-  approvalPolicies: t.prismaField({
-    type: ["ApprovalPolicy"],
+  approvalPolicies: t.field({
+    type: [ApprovalPolicyRef],
     authScopes: { authenticated: true },
     description: "A workspace's approval policies by name; needs (approval_policy, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
-    resolve: (_q, _root, args, ctx) => listApprovalPolicies(ctx, String(args.workspaceId)),
+    resolve: (_root, args, ctx) => listApprovalPolicies(ctx, String(args.workspaceId)),
   }),
-  approvalPolicy: t.prismaField({
-    type: "ApprovalPolicy",
+  approvalPolicy: t.field({
+    type: ApprovalPolicyRef,
     nullable: true,
     authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_q, _root, args, ctx) => findReadablePolicy(ctx, String(args.id)).catch((error: unknown) =>
-        // Not readable is not visible: null, like a missing one; anything else is a real error.
-        error instanceof PermissionDeniedError ? null : notFoundAsNull(error),
-      ),
+    resolve: (_root, args, ctx) => findReadablePolicy(ctx, String(args.id)).catch((error) => notFoundAsNull(error instanceof PermissionDeniedError ? new NotFoundError("ApprovalPolicy", String(args.id)) : error)),
   }),
 }));
 

@@ -11,6 +11,7 @@ import { currentQuorums, resolvedSnapshots } from "../../approvals/quorum.js";
 import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
 import { workspaceInViewerOrg, workspaceTarget } from "../../approvals/workspaces.js";
 import { mergeEvents } from "./approvals-events.js";
+import { forgetRuleWorkspaces, readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 // The other held-tool-call modules register themselves through this one import.
 import "./approvals-gateway.js";
 import "./approvals-policies.js";
@@ -28,7 +29,6 @@ import "./approvals-policies.js";
 type Loaders = {
   votes: DataLoader<string, VoteRow[]>;
   delivery: DataLoader<string, DeliveryJob | null>;
-  workspace: DataLoader<string, { id: string; name: string; environment: string; stack: { authzGroups: string[] } } | null>;
   keyName: DataLoader<string, string | null>;
   connection: DataLoader<string, { name: string; provider: string } | null>;
   quorum: DataLoader<ApprovalRequest, QuorumResult, string>;
@@ -62,9 +62,6 @@ function loaders(ctx: Context): Loaders {
       const rows = await prisma.deliveryJob.findMany({ where: { requestId: { in: [...ids] } } });
       return ids.map((id) => rows.find((r) => r.requestId === id) ?? null);
     }),
-    workspace: new DataLoader(async (ids) =>
-      byId(ids, await prisma.workspace.findMany({ where: { id: { in: [...ids] } }, select: { id: true, name: true, environment: true, stack: { select: { authzGroups: true } } } })),
-    ),
     keyName: new DataLoader(async (ids) =>
       byId(ids, await prisma.virtualKey.findMany({ where: { id: { in: [...ids] } }, select: { id: true, name: true } })).map((k) => k?.name ?? null),
     ),
@@ -110,6 +107,7 @@ function loaders(ctx: Context): Loaders {
 /** A subscription's context lives across events: forget what it loaded and re-read grants. */
 function refreshForEvent(ctx: Context): void {
   loaderCache.delete(ctx);
+  forgetRuleWorkspaces(ctx);
   ctx.authz.refresh();
 }
 
@@ -223,11 +221,14 @@ const DeliveryRef = builder.objectRef<DeliveryJob>("ApprovalDelivery").implement
 
 export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRequest").implement({
   description:
-    "A held tool call awaiting review. Closed and credential-free: reviewers confirm the underlying request in their own system of record.",
+    "A held tool call awaiting review. Closed and credential-free: reviewers confirm the underlying request in their own system of record. " +
+    "Needs (approval_request, read) on its workspace.",
+  runScopesOnType: true,
+  authScopes: (r, ctx) => readableInWorkspace(ctx, r, "approval_request"),
   fields: (t) => ({
     id: t.exposeID("id", { description: "The gateway's approval_id." }),
     workspaceId: t.exposeID("workspaceId"),
-    workspaceName: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await loaders(ctx).workspace.load(r.workspaceId))?.name ?? null }),
+    workspaceName: t.string({ nullable: true, resolve: async (r, _a, ctx) => (await ruleWorkspace(ctx, r.workspaceId))?.name ?? null }),
     environment: t.exposeString("environment"),
     tool: t.exposeString("tool", { description: "The concrete tool that would run." }),
     logicalTool: t.exposeString("logicalTool", { nullable: true, description: "The name the agent called, when it differs." }),
@@ -270,7 +271,7 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
     viewerCanVote: t.boolean({
       description: "Pending, unexpired, (approval_request, decide) held, an eligible allow rule, and no vote of the caller's yet.",
       resolve: async (r, _a, ctx) => {
-        const [workspace, votes, snapshot] = await Promise.all([loaders(ctx).workspace.load(r.workspaceId), loaders(ctx).votes.load(r.id), loaders(ctx).snapshot.load(r)]);
+        const [workspace, votes, snapshot] = await Promise.all([ruleWorkspace(ctx, r.workspaceId), loaders(ctx).votes.load(r.id), loaders(ctx).snapshot.load(r)]);
         if (!workspace) return false;
         return viewerMayDecide(ctx.authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
       },

@@ -7,6 +7,7 @@
 // subscriber.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { GateNotPassedError } from "../../errors.js";
 import {
@@ -71,6 +72,9 @@ export const HolderKindEnum = builder.enumType("ReservationHolderKind", {
   values: { USER: { value: "user" }, ROLE: { value: "role" } } as const,
 });
 
+/** Who holds a role is member data (docs/permissions.md). */
+const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
+
 // ── People ────────────────────────────────────────────────────────────────────────────
 
 /** A user id the snapshot could not name (never expected: users are never deleted). */
@@ -126,7 +130,12 @@ const MissingApproversRef = builder.objectRef<In<RequirementEvaluation["missingA
     roles: t.field({ type: [RoleRef], resolve: (m) => rolesOf(m.p, m.v.roleIds) as never }),
     eligibleUsers: t.field({
       type: [UserRef],
-      description: "Everyone whose approval would satisfy the list now: the users plus the roles' current members.",
+      nullable: true,
+      description:
+        "Everyone whose approval would satisfy the list now: the users plus the roles' current members. Who holds a " +
+        "role is member data: null unless the caller holds (member, read).",
+      authScopes: READ_MEMBERS,
+      unauthorizedResolver: () => null,
       resolve: (m) => usersOf(m.p, m.v.eligibleUserIds) as never,
     }),
   }),
@@ -172,7 +181,11 @@ const GateReservationRef = builder.objectRef<In<ReservationEvaluation>>("GateRes
     currentMembers: t.field({
       type: [UserRef],
       nullable: true,
-      description: "For a role's reservation: the role's members now (read at evaluation time).",
+      description:
+        "For a role's reservation: the role's members now (read at evaluation time). Who holds a role is member data: " +
+        "null unless the caller holds (member, read).",
+      authScopes: READ_MEMBERS,
+      unauthorizedResolver: () => null,
       resolve: (r) => (r.v.currentMembers ? (usersOf(r.p, r.v.currentMembers) as never) : null),
     }),
   }),
@@ -242,7 +255,7 @@ export const GateStatusRef = builder.objectRef<GateSnapshot>("GateStatus").imple
     plan: t.prismaField({
       type: "Plan",
       description: "The plan itself (one query per message; a dashboard usually needs planStatus only).",
-      resolve: (query, s, _args, ctx) => ctx.db.prisma.plan.findUniqueOrThrow({ ...query, where: { id: s.planId } }),
+      resolve: (query, s, _args, ctx) => ctx.db.prisma.plan.findUniqueOrThrow({ ...rowQuery(query), where: { id: s.planId } }),
     }),
   }),
 });

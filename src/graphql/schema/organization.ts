@@ -1,4 +1,5 @@
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import { viewerOf } from "../context.js";
 import { mergeEvents } from "./approvals-events.js";
 
@@ -24,6 +25,10 @@ export const UserRef = builder.prismaObject("User", {
 });
 
 export const MembershipRef = builder.prismaObject("Membership", {
+  description: "A member of the organization: your own, or anyone's with (member, read).",
+  runScopesOnType: true,
+  authScopes: (m, ctx) =>
+    readable(ctx, m, m.orgId, ctx.viewer !== null && m.userId === ctx.viewer.userId ? null : { resourceType: "member", action: "read", matchValue: null, groups: null }),
   fields: (t) => ({
     id: t.exposeID("id"),
     user: t.relation("user"),
@@ -40,7 +45,7 @@ const ViewerRef = builder.objectRef<{ userId: string; orgId: string }>("Viewer")
     id: t.exposeID("userId"),
     user: t.prismaField({
       type: "User",
-      resolve: (query, v, _args, ctx) => ctx.db.prisma.user.findUniqueOrThrow({ ...query, where: { id: v.userId } }),
+      resolve: (query, v, _args, ctx) => ctx.db.prisma.user.findUniqueOrThrow({ ...rowQuery(query), where: { id: v.userId } }),
     }),
     // authenticate() already read the user with the token: no query of their own.
     name: t.string({ resolve: (_v, _a, ctx) => viewerOf(ctx).name }),
@@ -49,7 +54,7 @@ const ViewerRef = builder.objectRef<{ userId: string; orgId: string }>("Viewer")
       type: "Organization",
       resolve: async (query, v, _a, ctx) => {
         await ctx.authz.requireMember();
-        return ctx.db.prisma.organization.findUniqueOrThrow({ ...query, where: { id: v.orgId } });
+        return ctx.db.prisma.organization.findUniqueOrThrow({ ...rowQuery(query), where: { id: v.orgId } });
       },
     }),
     isSuperAdmin: t.boolean({ resolve: (_v, _a, ctx) => ctx.authz.isSuperAdmin() }),

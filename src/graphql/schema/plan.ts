@@ -3,6 +3,7 @@
 // src/services/plans.ts; the gate itself in src/graphql/schema/gate.ts.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import { GateNotPassedError } from "../../errors.js";
 import type { PickedPolicy, PickedResource, PickTargetsResult } from "../../domain/gate/index.js";
 import { snapshotOf, storedEvaluationOf, type GateSnapshot, type PlanHead } from "../../services/gate.js";
@@ -17,7 +18,8 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, deps, loadUser } from "./workspace.js";
+import { ERRORS, IN_WORKSPACE_RULE_INPUTS, notFoundAsNull, deps, inReadableWorkspace, loadUser } from "./workspace.js";
+import type { Context } from "../context.js";
 import { clean } from "./input.js";
 
 builder.prismaObject("ResourceChange", {
@@ -39,7 +41,12 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
 });
 
 export const PlanRef = builder.prismaObject("Plan", {
-  description: "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted.",
+  description:
+    "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted. Read as part of its " +
+    "workspace: needs (workspace, read) there.",
+  include: IN_WORKSPACE_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: inReadableWorkspace,
   fields: (t) => ({
     id: t.exposeID("id"),
     workspace: t.relation("workspace"),
@@ -56,7 +63,7 @@ export const PlanRef = builder.prismaObject("Plan", {
     supersededBy: t.prismaField({
       type: "Plan",
       nullable: true,
-      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: p.supersededById } }) : null),
+      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: p.supersededById } }) : null),
     }),
     changeCount: t.relationCount("changes"),
     changes: t.relation("changes", {
@@ -105,6 +112,12 @@ export const PlanRef = builder.prismaObject("Plan", {
     }),
   }),
 });
+
+/** A plan a mutation wrote, read back with what the Plan type's rule needs. */
+async function planRow(ctx: Context, written: Promise<{ id: string }>) {
+  const { id } = await written;
+  return ctx.db.prisma.plan.findUniqueOrThrow({ where: { id }, include: IN_WORKSPACE_RULE_INPUTS });
+}
 
 // ── The targeted plan picker ──────────────────────────────────────────────────────────
 
@@ -159,7 +172,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const head = await findReadablePlanHead(deps(ctx), String(args.id)).catch(notFoundAsNull);
-      return head ? ctx.db.prisma.plan.findUnique({ ...query, where: { id: head.id } }) : null;
+      return head ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: head.id } }) : null;
     },
   }),
   targetedPlanPicker: t.field({
@@ -219,12 +232,15 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: SubmitPlanInputRef, required: true }) },
     resolve: (_root, args, ctx) => {
       const { plan, changes, ...rest } = args.input;
-      return submitPlan(deps(ctx), {
-        ...clean(rest),
-        workspaceId: String(args.input.workspaceId),
-        ...(plan != null ? { plan } : {}),
-        ...(changes != null ? { changes: changes.map((c) => ({ address: c.address, action: c.action })) } : {}),
-      });
+      return planRow(
+        ctx,
+        submitPlan(deps(ctx), {
+          ...clean(rest),
+          workspaceId: String(args.input.workspaceId),
+          ...(plan != null ? { plan } : {}),
+          ...(changes != null ? { changes: changes.map((c) => ({ address: c.address, action: c.action })) } : {}),
+        }),
+      );
     },
   }),
   approvePlan: t.field({
@@ -245,7 +261,7 @@ builder.mutationFields((t) => ({
       "Start the apply: re-evaluates the gate and moves planned → applying in one transaction with the plan locked. " +
       "Needs (workspace, approve). GateNotPassedError carries the evaluation. The evaluation is stored with the plan.",
     args: { planId: t.arg.id({ required: true }) },
-    resolve: async (_root, args, ctx) => (await applyPlan(deps(ctx), String(args.planId))).plan,
+    resolve: (_root, args, ctx) => planRow(ctx, applyPlan(deps(ctx), String(args.planId)).then((r) => r.plan)),
   }),
   reportPlanResult: t.field({
     type: PlanRef,
@@ -253,7 +269,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "The runner reports the apply's outcome: needs (workspace, plan); applying → applied | failed.",
     args: { input: t.arg({ type: ReportPlanResultInputRef, required: true }) },
-    resolve: (_root, args, ctx) => reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome }),
+    resolve: (_root, args, ctx) => planRow(ctx, reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome })),
   }),
   discardPlan: t.field({
     type: PlanRef,
@@ -261,6 +277,6 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "planned → discarded: needs (workspace, plan) or (workspace, approve). The plan is kept.",
     args: { planId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => discardPlan(deps(ctx), String(args.planId)),
+    resolve: (_root, args, ctx) => planRow(ctx, discardPlan(deps(ctx), String(args.planId))),
   }),
 }));

@@ -2,9 +2,10 @@
 // reserve for. Rules in src/services/reservations.ts.
 
 import { builder } from "../builder.js";
+import { rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, deps, loadUser } from "./workspace.js";
+import { ERRORS, IN_WORKSPACE_RULE_INPUTS, deps, inReadableWorkspace, loadUser } from "./workspace.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
@@ -16,7 +17,11 @@ import {
 export const ReservationRef = builder.prismaObject("Reservation", {
   description:
     "A standing claim that every apply on a workspace needs a particular approval: a person's own, or one from any " +
-    "current member of a role. Never expires; released rows keep who released them and when. Not a Terraform state lock.",
+    "current member of a role. Never expires; released rows keep who released them and when. Not a Terraform state lock. " +
+    "Read as part of its workspace: needs (workspace, read) there.",
+  include: IN_WORKSPACE_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: inReadableWorkspace,
   fields: (t) => ({
     id: t.exposeID("id"),
     workspace: t.relation("workspace"),
@@ -44,6 +49,18 @@ export const ReservationRef = builder.prismaObject("Reservation", {
   }),
 });
 
+/** `loaded` (read back with a field's query) in the order of `found`. */
+export function inOrder<T extends { id: string }>(found: readonly { id: string }[], loaded: readonly T[]): T[] {
+  const byId = new Map(loaded.map((row) => [row.id, row]));
+  return found.map((row) => byId.get(row.id)).filter((row): row is T => row !== undefined);
+}
+
+/** A reservation a mutation wrote, read back with what the Reservation type's rule needs. */
+async function reservationRow(ctx: Parameters<typeof deps>[0], written: Promise<{ id: string }>) {
+  const { id } = await written;
+  return ctx.db.prisma.reservation.findUniqueOrThrow({ where: { id }, include: IN_WORKSPACE_RULE_INPUTS });
+}
+
 builder.queryFields((t) => ({
   reservableRoles: t.prismaField({
     type: ["Role"],
@@ -52,14 +69,21 @@ builder.queryFields((t) => ({
       "The roles the caller may reserve the workspace for now: their own roles when they hold (workspace, approve), " +
       "every role of the organization for a super_admin; never one already holding a reservation here.",
     args: { workspaceId: t.arg.id({ required: true }) },
-    resolve: (_query, _root, args, ctx) => reservableRoles(deps(ctx), String(args.workspaceId)),
+    // Read back with the field's query: fields selected beneath a role are loaded with it.
+    resolve: async (query, _root, args, ctx) => {
+      const roles = await reservableRoles(deps(ctx), String(args.workspaceId));
+      return inOrder(roles, await ctx.db.prisma.role.findMany({ ...rowQuery(query), where: { id: { in: roles.map((r) => r.id) } } }));
+    },
   }),
   roleReservations: t.prismaField({
     type: ["Reservation"],
     authScopes: { authenticated: true },
     description: "A role's active reservations (what its deletion would release), on workspaces the caller can read.",
     args: { roleId: t.arg.id({ required: true }) },
-    resolve: (_query, _root, args, ctx) => activeReservationsOfRole(deps(ctx), String(args.roleId)),
+    resolve: async (query, _root, args, ctx) => {
+      const rows = await activeReservationsOfRole(deps(ctx), String(args.roleId));
+      return inOrder(rows, await ctx.db.prisma.reservation.findMany({ ...rowQuery(query), where: { id: { in: rows.map((r) => r.id) } } }));
+    },
   }),
 }));
 
@@ -80,11 +104,14 @@ builder.mutationFields((t) => ({
       "super_admin, any role). A holder already holding one here is a conflict.",
     args: { input: t.arg({ type: ReserveWorkspaceInputRef, required: true }) },
     resolve: (_root, args, ctx) =>
-      reserveWorkspace(deps(ctx), {
-        ...clean(args.input),
-        workspaceId: String(args.input.workspaceId),
-        ...(args.input.roleId != null ? { roleId: String(args.input.roleId) } : {}),
-      }),
+      reservationRow(
+        ctx,
+        reserveWorkspace(deps(ctx), {
+          ...clean(args.input),
+          workspaceId: String(args.input.workspaceId),
+          ...(args.input.roleId != null ? { roleId: String(args.input.roleId) } : {}),
+        }),
+      ),
   }),
   releaseReservation: t.field({
     type: ReservationRef,
@@ -92,6 +119,6 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "Release your own reservation, your role's (any current member), or any (super_admin). Recorded, not deleted.",
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => releaseReservation(deps(ctx), String(args.id)),
+    resolve: (_root, args, ctx) => reservationRow(ctx, releaseReservation(deps(ctx), String(args.id))),
   }),
 }));

@@ -1,11 +1,13 @@
 // Resource policies over GraphQL: org-level rules applied to many workspaces (seed 000,
 // "Resource policies"). Rules in src/services/resource-policies.ts.
 
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
+import type { Context } from "../context.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, notFoundAsNull, WorkspaceRef, deps, loadUser } from "./workspace.js";
+import { ERRORS, notFoundAsNull, WorkspaceRef, WORKSPACE_RULE_INPUTS, deps, loadUser } from "./workspace.js";
 import { clean } from "./input.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
@@ -18,8 +20,16 @@ import {
   updateResourcePolicy,
 } from "../../services/resource-policies.js";
 
+/** (resource_policy, read, <name>): what reading a policy, or anything of it, needs (docs/apply-gate.md). */
+const policyReadable = (ctx: Context, object: object, policy: { orgId: string; name: string }) =>
+  readable(ctx, object, policy.orgId, { resourceType: "resource_policy", action: "read", matchValue: policy.name, groups: null });
+const POLICY_RULE_INPUTS = { policy: { select: { orgId: true, name: true } } } as const;
+
 builder.prismaObject("PolicyRequirement", {
   description: "A policy's requirement for one action: a count (1, 2 or 3) or Auto, and named approvers.",
+  include: POLICY_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: (r, ctx) => policyReadable(ctx, r, r.policy),
   fields: (t) => ({
     action: t.field({ type: ChangeActionEnum, resolve: (r) => r.action }),
     count: t.exposeInt("count", { nullable: true, description: "1, 2 or 3; null is Auto (the workspace baseline decides)." }),
@@ -38,8 +48,8 @@ builder.prismaObject("PolicyRequirement", {
       description:
         "Named roles: any current member counts as a named approver. A deleted role stays named (deleted: true) and " +
         "can never be satisfied; send it back to keep it, leave it out to remove it.",
-      select: { approvers: { select: { role: true } } },
-      resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])) as never,
+      select: (_args, _ctx, nested) => ({ approvers: { select: { role: nested(true) } } }),
+      resolve: (r) => r.approvers.flatMap((a) => (a.role ? [a.role] : [])),
     }),
     deletedApprovers: t.stringList({
       description: 'What this requirement names that no longer exists, e.g. "deleted role data-team": each one keeps it blocking.',
@@ -51,9 +61,12 @@ builder.prismaObject("PolicyRequirement", {
 
 builder.prismaObject("ResourcePolicyAssignment", {
   name: "PolicyAssignment",
-  description: "A resource picked for a policy by hand, in one workspace.",
+  description: "A resource picked for a policy by hand, in one workspace. Needs (resource_policy, read) on its policy.",
+  include: POLICY_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: (a, ctx) => policyReadable(ctx, a, a.policy),
   fields: (t) => ({
-    workspace: t.relation("workspace"),
+    workspace: t.relation("workspace", { nullable: true, description: "Null unless the caller may read the workspace too." }),
     address: t.exposeString("address"),
   }),
 });
@@ -61,7 +74,9 @@ builder.prismaObject("ResourcePolicyAssignment", {
 export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
   description:
     "An organization-level rule applied to one or many workspaces: what an apply touching certain resources needs. " +
-    "Governs by assignment and by address pattern (additive; no carve-outs).",
+    "Governs by assignment and by address pattern (additive; no carve-outs). Needs (resource_policy, read, <name>).",
+  runScopesOnType: true,
+  authScopes: (p, ctx) => policyReadable(ctx, p, p),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -84,15 +99,16 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
     }),
     workspaces: t.field({
       type: [WorkspaceRef],
-      select: { workspaces: { select: { workspace: true }, orderBy: { workspaceId: "asc" } } },
-      resolve: (p) => p.workspaces.map((w) => w.workspace) as never,
+      description: "The workspaces it applies to that the caller may read.",
+      select: (_args, _ctx, nested) => ({ workspaces: { select: { workspace: nested({ include: WORKSPACE_RULE_INPUTS }) }, orderBy: { workspaceId: "asc" } } }),
+      resolve: (p) => p.workspaces.map((w) => w.workspace),
     }),
     assignments: t.relation("assignments", { query: { orderBy: [{ workspaceId: "asc" }, { address: "asc" }] } }),
     requirements: t.relation("requirements", {
       description: "One per action: create, update, delete, replace.",
       resolve: (query, p, _a, ctx) =>
         ctx.db.prisma.policyRequirement
-          .findMany({ ...query, where: { policyId: p.id } })
+          .findMany({ ...rowQuery(query), where: { policyId: p.id } })
           .then((rows) => rows.sort((a, b) => CHANGE_ACTIONS.indexOf(a.action) - CHANGE_ACTIONS.indexOf(b.action))),
     }),
   }),
@@ -101,8 +117,8 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
 builder.prismaObjectField("Workspace", "resourcePolicies", (t) =>
   t.field({
     type: [ResourcePolicyRef],
-    description: "The resource policies applied to this workspace.",
-    select: { policies: { select: { policy: true }, orderBy: { policyId: "asc" } } },
+    description: "The resource policies applied to this workspace that the caller may read.",
+    select: (_args, _ctx, nested) => ({ policies: { select: { policy: nested(true) }, orderBy: { policyId: "asc" } } }),
     resolve: (w) => w.policies.map((p) => p.policy),
   }),
 );
@@ -133,7 +149,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const found = await findReadablePolicy(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
-      return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...query, where: { id: found.id } }) : null;
+      return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...rowQuery(query), where: { id: found.id } }) : null;
     },
   }),
   resourcePolicies: t.field({

@@ -1,4 +1,4 @@
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { notFoundAsNull } from "./workspace.js";
@@ -33,7 +33,9 @@ const StackOutputRef = builder.objectRef<StackOutput & { masked: boolean }>("Sta
 const outputsOf = (raw: unknown): StackOutput[] => (Array.isArray(raw) ? (raw as StackOutput[]) : []);
 
 export const StackRef = builder.prismaObject("Stack", {
-  description: "A deployable unit: its workspaces, authz groups, labels and Terraform outputs.",
+  description: "A deployable unit: its workspaces, authz groups, labels and Terraform outputs. Needs (stack, read).",
+  runScopesOnType: true,
+  authScopes: (s, ctx) => readable(ctx, s, s.orgId, stackTarget(s, "read")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),

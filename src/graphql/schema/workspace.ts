@@ -5,13 +5,15 @@
 import { clean } from "./input.js";
 import DataLoader from "dataloader";
 import { queryFromInfo } from "@pothos/plugin-prisma";
-import { builder } from "../builder.js";
+import { builder, readable } from "../builder.js";
+import { rowQuery } from "./row-query.js";
+import { workspaceTarget } from "../../approvals/workspaces.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
-import type { Role, User } from "../../generated/prisma/client.js";
+import type { Role, User, Workspace } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
   createWorkspace,
@@ -67,10 +69,31 @@ function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
   return loader.load(workspace);
 }
 
+/** A workspace as the Workspace type holds it: with what its read rule needs. */
+type WorkspaceRow = Workspace & { stack: { authzGroups: string[] } };
+export const WORKSPACE_RULE_INPUTS = { stack: { select: { authzGroups: true } } } as const;
+
+/** For objects read as part of their workspace (plans, reservations): what (workspace, read) needs. */
+export const IN_WORKSPACE_RULE_INPUTS = { workspace: { select: { name: true, stack: { select: { authzGroups: true } } } } } as const;
+type InWorkspace = { orgId: string; workspace: { name: string; stack: { authzGroups: string[] } } };
+/** The read rule of a plan or a reservation: the caller may read its workspace. */
+export const inReadableWorkspace = (o: InWorkspace, ctx: Context) => readable(ctx, o, o.orgId, workspaceTarget(o.workspace, "workspace", "read"));
+
+/** A workspace a mutation wrote, read back with what the Workspace type's rule needs. */
+export async function workspaceRow(ctx: Context, written: Promise<{ id: string }>): Promise<WorkspaceRow> {
+  const { id } = await written;
+  return ctx.db.prisma.workspace.findUniqueOrThrow({ where: { id }, include: WORKSPACE_RULE_INPUTS });
+}
+
 // ── Types ─────────────────────────────────────────────────────────────────────────────
 
 export const WorkspaceRef = builder.prismaObject("Workspace", {
-  description: "A stack's deployment target: its baseline, reservations, plans and the policies applied to it.",
+  description:
+    "A stack's deployment target: its baseline, reservations, plans and the policies applied to it. Needs (workspace, read).",
+  // What the read rule needs, loaded with the workspace itself (no query of its own).
+  include: WORKSPACE_RULE_INPUTS,
+  runScopesOnType: true,
+  authScopes: (w, ctx) => readable(ctx, w, w.orgId, workspaceTarget(w, "workspace", "read")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -83,7 +106,7 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
     archivedAt: t.expose("archivedAt", { type: "DateTime", nullable: true }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
-    stack: t.relation("stack"),
+    stack: t.relation("stack", { nullable: true, description: "Null unless the caller may read the stack too." }),
     reservations: t.relation("reservations", {
       description: "Who the workspace is reserved for, and who placed each reservation. Active ones unless includeReleased.",
       args: { includeReleased: t.arg.boolean({ defaultValue: false }) },
@@ -127,19 +150,13 @@ builder.prismaObjectField("Stack", "workspaces", (t) =>
     type: [WorkspaceRef],
     description: "The stack's workspaces the caller may read, by name (archived ones when includeArchived).",
     args: { includeArchived: t.arg.boolean({ defaultValue: false }) },
-    resolve: async (stack, args, ctx, info) => {
-      const rows = await ctx.db.prisma.workspace.findMany({
+    // The Workspace type's own rule leaves out the ones the caller may not read (denied-edges.ts).
+    resolve: async (stack, args, ctx, info) =>
+      (await ctx.db.prisma.workspace.findMany({
         ...queryFromInfo({ context: ctx, info, typeName: "Workspace" }),
         where: { stackId: stack.id, ...(args.includeArchived ? {} : { archivedAt: null }) },
         orderBy: { name: "asc" },
-      });
-      const groups = stack.authzGroups;
-      const visible = [];
-      for (const w of rows) {
-        if (await ctx.authz.can({ resourceType: "workspace", action: "read", matchValue: w.name, groups })) visible.push(w);
-      }
-      return visible;
-    },
+      })) as WorkspaceRow[],
   }),
 );
 
@@ -154,7 +171,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const found = await findReadableWorkspace(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
-      return found ? ctx.db.prisma.workspace.findUnique({ ...query, where: { id: found.id } }) : null;
+      return found ? ctx.db.prisma.workspace.findUnique({ ...rowQuery(query), where: { id: found.id } }) : null;
     },
   }),
   workspaces: t.field({
@@ -228,7 +245,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "Needs (workspace, create, <name>) with the stack's groups, on a stack the caller can read.",
     args: { input: t.arg({ type: CreateWorkspaceInputRef, required: true }) },
-    resolve: (_root, args, ctx) => createWorkspace(deps(ctx), { ...clean(args.input), stackId: String(args.input.stackId) }),
+    resolve: (_root, args, ctx) => workspaceRow(ctx, createWorkspace(deps(ctx), { ...clean(args.input), stackId: String(args.input.stackId) })),
   }),
   updateWorkspace: t.field({
     type: WorkspaceRef,
@@ -236,7 +253,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "Needs (workspace, update). Editing the baseline re-evaluates every open gate on the workspace.",
     args: { input: t.arg({ type: UpdateWorkspaceInputRef, required: true }) },
-    resolve: (_root, args, ctx) => updateWorkspace(deps(ctx), { ...clean(args.input), id: String(args.input.id) }),
+    resolve: (_root, args, ctx) => workspaceRow(ctx, updateWorkspace(deps(ctx), { ...clean(args.input), id: String(args.input.id) })),
   }),
   archiveWorkspace: t.field({
     type: WorkspaceRef,
@@ -245,7 +262,7 @@ builder.mutationFields((t) => ({
     description:
       "Needs (workspace, archive). Workspaces are archived, never deleted: plans and approvals stay; planned plans are discarded.",
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => archiveWorkspace(deps(ctx), String(args.id)),
+    resolve: (_root, args, ctx) => workspaceRow(ctx, archiveWorkspace(deps(ctx), String(args.id))),
   }),
   unarchiveWorkspace: t.field({
     type: WorkspaceRef,
@@ -253,7 +270,7 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "Needs (workspace, archive).",
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => unarchiveWorkspace(deps(ctx), String(args.id)),
+    resolve: (_root, args, ctx) => workspaceRow(ctx, unarchiveWorkspace(deps(ctx), String(args.id))),
   }),
 }));
 

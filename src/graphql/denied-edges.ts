@@ -1,0 +1,84 @@
+// A type is authorized as itself: every permissioned object type carries ONE read rule on the type
+// (`authScopes: (object, ctx) => boolean`, run by scope-auth on every object of that type, however
+// it was reached). This plugin makes a denied object disappear quietly from the edges that can say
+// "nothing here": a nullable edge answers null and a list leaves the object out, so a member who
+// may read a workspace but not its stack gets `stack: null`, not an error. A non-null edge is left
+// to the type's own check, which answers NOT_FOUND (builder.ts): it fails closed either way.
+import SchemaBuilder, {
+  BasePlugin,
+  isThenable,
+  type PothosOutputFieldConfig,
+  type PothosOutputFieldType,
+  type SchemaTypes,
+} from "@pothos/core";
+import type { GraphQLFieldResolver } from "graphql";
+
+const written = new WeakMap<object, WeakSet<object>>();
+
+/**
+ * Whether this request's mutation wrote and returned `object` (or carries it in its payload): a
+ * writer who may create or update a row without reading it still gets back the row they wrote.
+ */
+export function wroteIt(ctx: object, object: unknown): boolean {
+  return typeof object === "object" && object !== null && written.get(ctx)?.has(object) === true;
+}
+
+function markWritten(ctx: object, value: unknown): void {
+  if (typeof value !== "object" || value === null || value instanceof Error) return;
+  let set = written.get(ctx);
+  if (!set) written.set(ctx, (set = new WeakSet()));
+  set.add(value);
+  // A payload ({ policy, invalidatedRequestIds }, { virtualKey, plaintextKey }): the rows it carries.
+  for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null && !Array.isArray(inner)) set.add(inner);
+}
+
+type Rule = (value: unknown, ctx: unknown) => boolean | Promise<boolean> | object;
+
+export class DeniedEdgesPlugin<Types extends SchemaTypes> extends BasePlugin<Types> {
+  override wrapResolve(
+    resolver: GraphQLFieldResolver<unknown, Types["Context"], object>,
+    fieldConfig: PothosOutputFieldConfig<Types>,
+  ): GraphQLFieldResolver<unknown, Types["Context"], object> {
+    if (this.buildCache.getTypeConfig(fieldConfig.parentType).kind === "Mutation") {
+      return (parent, args, ctx, info) => {
+        const result = resolver(parent, args, ctx, info);
+        if (!isThenable(result)) return (markWritten(ctx, result), result);
+        return Promise.resolve(result).then((value) => (markWritten(ctx, value), value));
+      };
+    }
+    const type: PothosOutputFieldType<Types> = fieldConfig.type;
+    const list = type.kind === "List";
+    const item = type.kind === "List" ? type.type : type;
+    if (item.kind !== "Object") return resolver;
+    if (!list && !type.nullable) return resolver;
+    const rule = this.buildCache.getTypeConfig(item.ref, "Object").pothosOptions.authScopes as Rule | undefined;
+    if (typeof rule !== "function") return resolver;
+
+    const allowed = async (value: unknown, ctx: unknown): Promise<boolean> => {
+      if (value === null || value === undefined) return true;
+      // Rules here answer a boolean; a scope map is left to scope-auth (it runs on the type anyway).
+      const verdict = await rule(value, ctx);
+      return typeof verdict === "boolean" ? verdict : true;
+    };
+    const filter = async (value: unknown, ctx: unknown): Promise<unknown> => {
+      if (!list) return (await allowed(value, ctx)) ? value : null;
+      if (!Array.isArray(value)) return value;
+      const verdicts = await Promise.all(value.map((v) => allowed(v, ctx)));
+      return value.filter((_v, i) => verdicts[i]);
+    };
+    return (parent, args, ctx, info) => {
+      const result = resolver(parent, args, ctx, info);
+      return isThenable(result) ? Promise.resolve(result).then((value) => filter(value, ctx)) : filter(result, ctx);
+    };
+  }
+}
+
+declare global {
+  export namespace PothosSchemaTypes {
+    interface Plugins<Types extends SchemaTypes> {
+      deniedEdges: DeniedEdgesPlugin<Types>;
+    }
+  }
+}
+
+SchemaBuilder.registerPlugin("deniedEdges", DeniedEdgesPlugin);
