@@ -2,7 +2,7 @@
 // reserve for. Rules in src/services/reservations.ts.
 
 import { builder } from "../builder.js";
-import { rowQuery } from "./row-query.js";
+import { inOrder, rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { ERRORS, IN_WORKSPACE_RULE_INPUTS, deps, inReadableWorkspace, loadUser } from "./workspace.js";
@@ -48,12 +48,6 @@ export const ReservationRef = builder.prismaObject("Reservation", {
     }),
   }),
 });
-
-/** `loaded` (read back with a field's query) in the order of `found`. */
-export function inOrder<T extends { id: string }>(found: readonly { id: string }[], loaded: readonly T[]): T[] {
-  const byId = new Map(loaded.map((row) => [row.id, row]));
-  return found.map((row) => byId.get(row.id)).filter((row): row is T => row !== undefined);
-}
 
 /** A reservation a mutation wrote, read back with what the Reservation type's rule needs. */
 async function reservationRow(ctx: Parameters<typeof deps>[0], written: Promise<{ id: string }>) {

@@ -2,7 +2,7 @@
 // "Resource policies"). Rules in src/services/resource-policies.ts.
 
 import { builder, readable } from "../builder.js";
-import { rowQuery } from "./row-query.js";
+import { inOrder, rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
@@ -139,7 +139,11 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     description: "The resource policies naming a role as approver (what its deletion leaves blocking), that the caller can read.",
     args: { roleId: t.arg.id({ required: true }) },
-    resolve: (_query, _root, args, ctx) => resourcePoliciesNamingRole(ctx.db, ctx.authz, String(args.roleId)),
+    // Read back with the field's query: fields selected beneath a policy are loaded with it.
+    resolve: async (query, _root, args, ctx) => {
+      const policies = await resourcePoliciesNamingRole(ctx.db, ctx.authz, String(args.roleId));
+      return inOrder(policies, await ctx.db.prisma.resourcePolicy.findMany({ ...rowQuery(query), where: { id: { in: policies.map((p) => p.id) } } }));
+    },
   }),
   resourcePolicy: t.prismaField({
     type: "ResourcePolicy",

@@ -11,3 +11,9 @@ export function rowQuery<Q extends object>(query: Q): Q {
   }
   return query;
 }
+
+/** `loaded` (read back with a field's query) in the order of `found`. */
+export function inOrder<T extends { id: string }>(found: readonly { id: string }[], loaded: readonly T[]): T[] {
+  const byId = new Map(loaded.map((row) => [row.id, row]));
+  return found.map((row) => byId.get(row.id)).filter((row): row is T => row !== undefined);
+}
