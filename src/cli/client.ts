@@ -52,7 +52,7 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   plan submit --workspace <workspace> [--target <address>]… <file|->
                                            submit terraform show -json output (or a list of
                                            { address, action }); prints the plan id
-  plan wait <planId> [--until passed|applied|finished] [--timeout <duration>]
+  plan wait <planId> [--until passed|applying|applied|finished] [--timeout <duration>]
                                            wait live (default: until passed), printing what is
                                            still missing; exits 3 if the plan can no longer
                                            get there (superseded, discarded, failed, timed out)
@@ -541,7 +541,7 @@ const vote: Command = async ({ api, args, options, io }) => {
 // -------------------------------------------------------------------------------------------
 // plan …: the CI commands (docs/ci.md)
 
-const WAIT_STATES = ["passed", "applied", "finished"] as const satisfies readonly UntilState[];
+const WAIT_STATES = ["passed", "applying", "applied", "finished"] as const satisfies readonly UntilState[];
 
 /** `90`, `90s`, `10m`, `2h` → milliseconds. */
 export function parseDuration(value: string): number {
