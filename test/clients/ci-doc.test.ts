@@ -8,6 +8,7 @@
 // `npx countersign` path through bin/countersign.js is proven there).
 import { spawn } from "node:child_process";
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection, createServer, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +120,29 @@ function start(command: string, args: string[], env: Record<string, string | und
 const job = (env: Record<string, string>) => start("bash", ["-c", documentedBlock()], env);
 const countersign = (args: string[], token: string, stdin?: string) => start(`${binDir}npx`, ["countersign", ...args], { COUNTERSIGN_TOKEN: token }, stdin).done;
 
+/** A TCP proxy in front of the server whose connections the test can cut. */
+async function cuttableProxy() {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: target.hostname, port: Number(target.port) });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections: () => sockets.size,
+    cut: () => sockets.forEach((s) => s.destroy()),
+    close: () => new Promise<void>((resolve) => { sockets.forEach((s) => s.destroy()); server.close(() => resolve()); }),
+  };
+}
+
 function exits(run: Run, code: number): void {
   expect(run.code, `exit ${run.code}, expected ${code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`).toBe(code);
 }
@@ -228,6 +252,24 @@ describe("docs/ci.md", { timeout: 90_000 }, () => {
 });
 
 describe("countersign plan …", { timeout: 60_000 }, () => {
+  it("plan wait reconnects when its connection drops and still sees the approval given meanwhile", async () => {
+    const s = await seedGate(t);
+    const proxy = await cuttableProxy();
+    try {
+      const run = start(`${binDir}npx`, ["countersign", "plan", "wait", s.planId, "--timeout", "40s"], { COUNTERSIGN_TOKEN: s.runner.token, COUNTERSIGN_URL: proxy.url });
+      await run.waitFor("gate NOT PASSED");
+      proxy.cut();
+      await approveAs(t, s.planId, s.approver.token);
+      const done = await run.done;
+      exits(done, 0);
+      // The approval was pushed while no connection was open: the resubscription read it.
+      expect(done.stdout).toContain("planned · gate PASSED");
+      expect(done.stdout).toContain(`Plan ${s.planId} reached passed.`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("plan wait --timeout ends with exit 3 once the duration passes, saying where the plan is", async () => {
     const s = await seedGate(t);
     const started = Date.now();
