@@ -59,7 +59,8 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   plan apply <planId>                      the same as apply
   plan report <planId> applied|failed      the runner reports how terraform apply went
   plan discard <planId>                    discard a planned plan
-  watch <planId> [--until <state>]         print each gate change as it arrives; exits when
+  watch <planId> [--until <state>] [--timeout <duration>]
+                                           print each gate change as it arrives; exits when
                                            the plan applies (or reaches --until)
   watch --workspace <workspace> [--until <state>]
                                            every open plan's gate on the workspace
@@ -391,7 +392,8 @@ const watch: Command = async (ctx) => {
   }
   const planId = arg(ctx.args, 0, "<planId> (or --workspace <workspace>)");
   noMoreArgs(ctx.args, 1);
-  return watchPlan(ctx, planId, parseUntil(options.until, "applied")!);
+  const until = parseUntil(options.until, "applied")!;
+  return watchPlan(ctx, planId, until, options.timeout !== undefined ? parseDuration(options.timeout) : null);
 };
 
 async function watchPlan({ api, options, io }: CommandContext, planId: string, until: UntilState, timeoutMs: number | null = null): Promise<number> {
@@ -594,6 +596,9 @@ const planWait: Command = async (ctx) => {
   const until = parseUntil(ctx.options.until, "passed")!;
   if (!(WAIT_STATES as readonly string[]).includes(until)) throw new UsageError(`plan wait --until takes one of: ${WAIT_STATES.join(", ")} (got "${until}").`);
   const timeoutMs = ctx.options.timeout !== undefined ? parseDuration(ctx.options.timeout) : null;
+  // One request first, so a wrong URL, a rejected token or an unknown plan fails at once (exit 1)
+  // rather than after the reconnection attempts below.
+  await loadGate(ctx.api, planId);
   // A wait in a pipeline outlives a server restart or a dropped connection: keep reconnecting
   // (the backoff is capped at 30 s; each reconnect re-subscribes and gets the current gate).
   ctx.api.retryAttempts = 30;

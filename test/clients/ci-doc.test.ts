@@ -295,6 +295,10 @@ describe("countersign plan …", { timeout: 60_000 }, () => {
     expect(badUntil.stderr).toContain("plan wait --until takes one of: passed, applying, applied, finished");
     exits(noWorkspace, 2);
     expect(noWorkspace.stderr).toContain("Missing --workspace");
+    // An unknown plan fails at once, before any reconnection attempt.
+    const unknown = await countersign(["plan", "wait", "00000000-0000-4000-8000-000000000000", "--timeout", "1m"], s.runner.token);
+    exits(unknown, 1);
+    expect(unknown.stderr).toContain("No plan 00000000-0000-4000-8000-000000000000 that you can read.");
   });
 
   it("plan submit --target records a targeted plan; --json prints the whole plan", async () => {
