@@ -34,6 +34,8 @@ interface GraphQLResponse<T> {
 export interface ApiOptions {
   url?: string | undefined;
   token?: string | undefined;
+  /** How many times a dropped subscription connection is retried (default 5). */
+  retryAttempts?: number;
 }
 
 /** `http://host:port` (with or without a trailing /graphql) → the HTTP and WebSocket endpoints. */
@@ -58,10 +60,13 @@ export class Api {
   readonly url: string;
   private readonly token: string;
   private wsClient: Client | null = null;
+  /** How many times a dropped subscription connection is retried; set before subscribing. */
+  retryAttempts: number;
 
   constructor(options: ApiOptions) {
     this.url = options.url || DEFAULT_URL;
     this.token = (options.token ?? "").trim().replace(/^Bearer\s+/i, "");
+    this.retryAttempts = options.retryAttempts ?? 5;
   }
 
   private get authorization(): string {
@@ -105,12 +110,13 @@ export class Api {
 
   /**
    * A subscription: `onNext` runs for each message, in order; resolves when the server
-   * completes it or `onNext` returns "stop"; rejects on an error.
+   * completes it, `onNext` returns "stop" or `signal` aborts; rejects on an error.
    */
   subscribe<TResult, TVariables>(
     document: TypedDocumentString<TResult, TVariables>,
     variables: TVariables,
     onNext: (data: TResult) => "stop" | void | Promise<"stop" | void>,
+    signal?: AbortSignal,
   ): Promise<void> {
     let client: Client;
     try {
@@ -142,6 +148,8 @@ export class Api {
           complete: () => void chain.then(() => finish()),
         },
       );
+      if (signal?.aborted) finish();
+      else signal?.addEventListener("abort", () => finish(), { once: true });
     });
   }
 
@@ -159,7 +167,9 @@ export class Api {
       connectionParams: { authorization },
       lazy: true,
       // A dropped connection is retried; re-subscribing sends the current status first.
-      retryAttempts: 5,
+      retryAttempts: this.retryAttempts,
+      // Exponential from 1 s, capped at 30 s (with jitter), so a long wait keeps reconnecting.
+      retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(1000 * 2 ** retries, 30_000) + Math.random() * 1000)),
       shouldRetry: (event) => !isCloseEvent(event) || event.code < 4400 || event.code >= 4500,
     });
     return this.wsClient;

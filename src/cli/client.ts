@@ -3,15 +3,20 @@
 // public GraphQL API, through the typed documents in operations/ (docs/clients.md).
 //
 // Exit codes a script can branch on: 0 success / gate passed, 3 gate not passed (or a watched
-// plan ended without reaching the state waited for), 1 error, 2 usage.
+// plan ended without reaching the state waited for, or the wait timed out), 1 error, 2 usage.
+import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import {
   ApplyPlanDocument,
   ApprovalInboxDocument,
   ApprovalRequestDocument,
   ApprovePlanDocument,
+  DiscardPlanDocument,
+  PlanFateDocument,
   PlanGateDocument,
   ReleaseReservationDocument,
+  ReportPlanResultDocument,
+  SubmitPlanDocument,
   ReserveWorkspaceDocument,
   ViewerDocument,
   VoteOnApprovalRequestDocument,
@@ -44,7 +49,18 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   release <reservationId>                  release a reservation
   release <workspace> [--role <role>]      release your (or the role's) reservation there
   apply <planId>                           start the apply (refused unless the gate passes)
-  watch <planId> [--until <state>]         print each gate change as it arrives; exits when
+  plan submit --workspace <workspace> [--target <address>]… <file|->
+                                           submit terraform show -json output (or a list of
+                                           { address, action }); prints the plan id
+  plan wait <planId> [--until passed|applying|applied|finished] [--timeout <duration>]
+                                           wait live (default: until passed), printing what is
+                                           still missing; exits 3 if the plan can no longer
+                                           get there (superseded, discarded, failed, timed out)
+  plan apply <planId>                      the same as apply
+  plan report <planId> applied|failed      the runner reports how terraform apply went
+  plan discard <planId>                    discard a planned plan
+  watch <planId> [--until <state>] [--timeout <duration>]
+                                           print each gate change as it arrives; exits when
                                            the plan applies (or reaches --until)
   watch --workspace <workspace> [--until <state>]
                                            every open plan's gate on the workspace
@@ -54,9 +70,12 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
 
 States for --until: passed, applying, applied, failed, discarded, finished (any of the last three).
 
-Options: --json (machine-readable output; watch prints one JSON object per line), --url <url>.
+Durations for --timeout: 90 (seconds), 30s, 10m, 2h.
+
+Options: --json (machine-readable output; watch and wait print one JSON object per line), --url <url>.
 Environment: COUNTERSIGN_URL (default http://localhost:4000), COUNTERSIGN_TOKEN (a cs_… token).
-Exit codes: 0 success / gate passed · 3 gate not passed · 1 error · 2 usage.`;
+Exit codes: 0 success / gate passed / state reached · 3 gate not passed, or the plan can no longer
+reach the state waited for · 1 error · 2 usage.`;
 
 const OPTIONS = {
   json: { type: "boolean", default: false },
@@ -66,10 +85,12 @@ const OPTIONS = {
   workspace: { type: "string" },
   until: { type: "string" },
   comment: { type: "string" },
+  target: { type: "string", multiple: true },
+  timeout: { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const satisfies ParseArgsConfig["options"];
 
-type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; help: boolean };
+type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; target?: string[]; timeout?: string; help: boolean };
 
 class UsageError extends Error {
   override readonly name = "UsageError";
@@ -371,13 +392,16 @@ const watch: Command = async (ctx) => {
   }
   const planId = arg(ctx.args, 0, "<planId> (or --workspace <workspace>)");
   noMoreArgs(ctx.args, 1);
-  return watchPlan(ctx, planId, parseUntil(options.until, "applied")!);
+  const until = parseUntil(options.until, "applied")!;
+  return watchPlan(ctx, planId, until, options.timeout !== undefined ? parseDuration(options.timeout) : null);
 };
 
-async function watchPlan({ api, options, io }: CommandContext, planId: string, until: UntilState): Promise<number> {
+async function watchPlan({ api, options, io }: CommandContext, planId: string, until: UntilState, timeoutMs: number | null = null): Promise<number> {
   let last: GateStatusFieldsFragment | null = null;
   let outcome: number | null = null;
-  if (!options.json) io.out(`Watching plan ${planId} until ${until} (Ctrl-C to stop)…`);
+  if (!options.json) io.out(`Watching plan ${planId} until ${until}${timeoutMs !== null ? ` (at most ${options.timeout})` : ""} (Ctrl-C to stop)…`);
+  const deadline = new AbortController();
+  const timer = timeoutMs !== null ? setTimeout(() => deadline.abort(), timeoutMs) : null;
   await api.subscribe(WatchPlanGateDocument, { planId }, (data) => {
     const status = data.planGate;
     if (last && status.version <= last.version) return;
@@ -392,10 +416,20 @@ async function watchPlan({ api, options, io }: CommandContext, planId: string, u
       outcome = EXIT.gateNotPassed;
       return "stop";
     }
-  });
-  if (outcome !== null) {
-    if (!options.json) io.out(outcome === EXIT.ok ? `Plan ${planId} reached ${until}.` : `Plan ${planId} ended ${String(last!.planStatus).toLowerCase()} without reaching ${until}.`);
+  }, deadline.signal).finally(() => timer && clearTimeout(timer));
+  if (outcome === EXIT.ok) {
+    if (!options.json) io.out(`Plan ${planId} reached ${until}.`);
     return outcome;
+  }
+  if (outcome !== null) {
+    if (!options.json) io.out(`Plan ${planId} ended ${await howItEnded(api, planId, last!.planStatus)} without reaching ${until}.`);
+    return outcome;
+  }
+  if (deadline.signal.aborted) {
+    const seen = last as GateStatusFieldsFragment | null; // assigned in the callback
+    if (options.json) io.out(JSON.stringify({ timedOut: true, planId, until, gate: seen }));
+    else io.out(`Timed out after ${options.timeout}: plan ${planId} did not reach ${until}${seen ? ` (it is ${seen.planStatus.toLowerCase()}, gate ${seen.passed ? "passed" : "not passed"})` : ""}.`);
+    return EXIT.gateNotPassed;
   }
   // The server completed the subscription: the plan finished, or we may no longer read it.
   const final = await api.request(PlanGateDocument, { planId }).then((r) => r.gate, () => null);
@@ -404,8 +438,16 @@ async function watchPlan({ api, options, io }: CommandContext, planId: string, u
     else io.out(JSON.stringify(final));
     return EXIT.ok;
   }
-  if (!options.json) io.out(final ? `Plan ${planId} ended ${final.planStatus.toLowerCase()} without reaching ${until}.` : `The server stopped the watch: plan ${planId} is no longer visible to you.`);
+  if (!options.json) io.out(final ? `Plan ${planId} ended ${await howItEnded(api, planId, final.planStatus)} without reaching ${until}.` : `The server stopped the watch: plan ${planId} is no longer visible to you.`);
   return final ? EXIT.gateNotPassed : EXIT.error;
+}
+
+/** "discarded", "superseded by plan …", "failed": a finished plan's end, in words. */
+async function howItEnded(api: Api, planId: string, status: string): Promise<string> {
+  const fate = await api.request(PlanFateDocument, { planId }).then((r) => r.plan, () => null);
+  if (fate?.discardReason === "superseded") return `superseded${fate.supersededBy ? ` by plan ${fate.supersededBy.id}` : ""}`;
+  if (fate?.discardReason === "workspace_archived") return "discarded (its workspace was archived)";
+  return (fate?.status ?? status).toLowerCase();
 }
 
 async function watchWorkspace({ api, options, io }: CommandContext, name: string, until: UntilState | null): Promise<number> {
@@ -498,4 +540,98 @@ const vote: Command = async ({ api, args, options, io }) => {
   return EXIT.ok;
 };
 
-const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, reserve, release, apply, watch, inbox, vote };
+// -------------------------------------------------------------------------------------------
+// plan …: the CI commands (docs/ci.md)
+
+const WAIT_STATES = ["passed", "applying", "applied", "finished"] as const satisfies readonly UntilState[];
+
+/** `90`, `90s`, `10m`, `2h` → milliseconds. */
+export function parseDuration(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/i.exec(value);
+  const amount = m ? Number(m[1]) : NaN;
+  if (!m || !(amount > 0)) throw new UsageError(`--timeout takes a duration such as 30s, 10m or 2h (got "${value}").`);
+  const unit = (m[2] ?? "s").toLowerCase();
+  const ms = amount * (unit === "ms" ? 1 : unit === "s" ? 1000 : unit === "m" ? 60_000 : 3_600_000);
+  // setTimeout's limit (about 24.8 days).
+  if (ms > 2_147_483_647) throw new UsageError(`--timeout is at most 24 days (got "${value}").`);
+  return ms;
+}
+
+async function readPlanFile(path: string): Promise<string> {
+  if (path === "-") {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString("utf8");
+  }
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new CliError("bad_file", `Cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`, {
+      hint: "Write it with `terraform show -json tfplan > plan.json`, or pass - to read standard input.",
+    });
+  }
+}
+
+const planSubmit: Command = async ({ api, args, options, io }) => {
+  const file = arg(args, 0, "<file> (the output of `terraform show -json`, or - for standard input)");
+  noMoreArgs(args, 1);
+  if (!options.workspace) throw new UsageError("Missing --workspace <workspace> (a name or id).");
+  const targets = options.target ?? [];
+  const text = await readPlanFile(file);
+  if (!text.trim()) throw new CliError("validation", `${file === "-" ? "Standard input" : file} is empty.`, { hint: "Write it with `terraform show -json tfplan > plan.json`." });
+  const w = await findWorkspace(api, options.workspace);
+  // The text as is: the server parses it and names the path of anything wrong in it.
+  const plan = unwrap((await api.request(SubmitPlanDocument, { input: { workspaceId: w.id, plan: text, ...(targets.length ? { targets } : {}) } })).submitPlan);
+  if (options.json) json(io, plan);
+  else {
+    io.out(plan.id);
+    io.err(`Submitted plan ${plan.id} on ${plan.workspace.name}: ${plan.changeCount} change${plan.changeCount === 1 ? "" : "s"}${plan.targeted ? ` (targeted: ${plan.targets.join(", ")})` : ""}.`);
+  }
+  return EXIT.ok;
+};
+
+const planWait: Command = async (ctx) => {
+  const planId = arg(ctx.args, 0, "<planId>");
+  noMoreArgs(ctx.args, 1);
+  const until = parseUntil(ctx.options.until, "passed")!;
+  if (!(WAIT_STATES as readonly string[]).includes(until)) throw new UsageError(`plan wait --until takes one of: ${WAIT_STATES.join(", ")} (got "${until}").`);
+  const timeoutMs = ctx.options.timeout !== undefined ? parseDuration(ctx.options.timeout) : null;
+  // One request first, so a wrong URL, a rejected token or an unknown plan fails at once (exit 1)
+  // rather than after the reconnection attempts below.
+  await loadGate(ctx.api, planId);
+  // A wait in a pipeline outlives a server restart or a dropped connection: keep reconnecting
+  // (the backoff is capped at 30 s; each reconnect re-subscribes and gets the current gate).
+  ctx.api.retryAttempts = 30;
+  return watchPlan(ctx, planId, until, timeoutMs);
+};
+
+const planReport: Command = async ({ api, args, options, io }) => {
+  const planId = arg(args, 0, "<planId>");
+  const outcome = arg(args, 1, "the outcome (applied or failed)").toLowerCase();
+  noMoreArgs(args, 2);
+  if (outcome !== "applied" && outcome !== "failed") throw new UsageError(`The outcome is applied or failed (got "${outcome}").`);
+  const plan = unwrap((await api.request(ReportPlanResultDocument, { input: { planId, outcome: outcome === "applied" ? "APPLIED" : "FAILED" } })).reportPlanResult);
+  if (options.json) json(io, plan);
+  else io.out(`Plan ${plan.id} is ${plan.status.toLowerCase()}.`);
+  return EXIT.ok;
+};
+
+const planDiscard: Command = async ({ api, args, options, io }) => {
+  const planId = arg(args, 0, "<planId>");
+  noMoreArgs(args, 1);
+  const plan = unwrap((await api.request(DiscardPlanDocument, { planId })).discardPlan);
+  if (options.json) json(io, plan);
+  else io.out(`Plan ${plan.id} is discarded; it can no longer apply.`);
+  return EXIT.ok;
+};
+
+const PLAN_COMMANDS: Record<string, Command> = { submit: planSubmit, wait: planWait, apply, report: planReport, discard: planDiscard };
+
+const plan: Command = async (ctx) => {
+  const sub = arg(ctx.args, 0, "plan command (submit, wait, apply, report or discard)");
+  const handler = PLAN_COMMANDS[sub];
+  if (!handler) throw new UsageError(`Unknown plan command: ${sub} (submit, wait, apply, report or discard).`);
+  return handler({ ...ctx, args: ctx.args.slice(1) });
+};
+
+const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, reserve, release, apply, plan, watch, inbox, vote };
