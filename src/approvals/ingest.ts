@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
@@ -361,6 +362,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
         if (rows.length === 0) return;
 
         const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
+        for (const id of inserted) await enqueueApprovalRequestEvent(tx, id, "approval_request.filed");
         const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
         const existing = new Map(
           conflicting.length === 0

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
@@ -178,6 +179,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
     } else {
       await tx.query(`UPDATE approval_requests SET revision = revision + 1, "updatedAt" = now() WHERE id = $1`, [locked.id]);
     }
+    if (tally.state !== "pending") await enqueueApprovalRequestEvent(tx, locked.id, "approval_request.decided");
     return { vote: vote!, state: tally.state };
   });
 

@@ -266,7 +266,8 @@ export async function redeliverWebhook({ db, authz }: Pick<WebhookDeps, "db" | "
 // ── The outbox ─────────────────────────────────────────────────────────────────────────
 
 type TxLike = Tx | SqlRunner;
-const asSql = (tx: TxLike): SqlRunner => ("query" in tx && typeof tx.query === "function" ? (tx as SqlRunner) : txSql(tx as Tx));
+const asSql = (tx: TxLike): SqlRunner =>
+  typeof (tx as { $queryRawUnsafe?: unknown }).$queryRawUnsafe === "function" ? txSql(tx as Tx) : (tx as SqlRunner);
 
 async function subscribedWebhooks(sql: SqlRunner, orgId: string, type: WebhookEventType): Promise<string[]> {
   const rows = await sql.query<{ id: string }>(
@@ -421,6 +422,8 @@ export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string,
     [requestId],
   );
   if (!r) return;
+  // A request filed already decided (no rule matched: default deny) waits for nobody.
+  if (type === "approval_request.filed" && r.status !== "pending") type = "approval_request.decided";
   if ((await subscribedWebhooks(sql, r.orgId, type)).length === 0) return;
   await enqueueWebhookEvent(sql, r.orgId, {
     type,
