@@ -80,7 +80,7 @@ async function createHook(token: string, input: Record<string, unknown>) {
 }
 
 /** Ticks the app's worker until `done` holds (the backoff is tens of milliseconds here). */
-async function deliverUntil(done: () => boolean | Promise<boolean>, tick = () => t.app.services.webhooks.tick(), ms = 10_000) {
+async function deliverUntil(done: () => boolean | Promise<boolean>, tick: () => Promise<unknown> = () => t.app.services.webhooks.tick(), ms = 10_000) {
   const until = Date.now() + ms;
   while (!(await done())) {
     if (Date.now() > until) throw new Error("deliveries did not complete in time");
