@@ -1,5 +1,4 @@
 import { hostname } from "node:os";
-import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
@@ -12,6 +11,7 @@ import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "./policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer

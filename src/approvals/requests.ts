@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
@@ -11,6 +10,7 @@ import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
 import { workspaceTarget } from "./workspaces.js";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting

@@ -288,6 +288,12 @@ describe("the private-address rule", () => {
       expect(row.lastError).toMatch(/^refused: .*(127\.0\.0\.1|::1)/);
     }
     expect(hook.received).toHaveLength(0);
+
+    // With the operator's allowance, the same name is resolved, checked and delivered to.
+    const byName = rows.find((r) => r.webhookId === named.webhook.id)!;
+    expect((await t.gql(REDELIVER, { id: byName.id }, org.adminToken)).data.redeliverWebhook.data.status).toBe("QUEUED");
+    await deliverUntil(() => hook.received.length >= 1);
+    expect(hook.received[0]!.headers["x-countersign-event-id"]).toBe(byName.eventId);
     await hook.close();
   });
 
