@@ -7,7 +7,8 @@ import { migrate } from "./infra/migrate.js";
 import { createWebhookWorker } from "./services/webhook-delivery.js";
 
 /**
- * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry),
+ * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry,
+ * and outbound webhook delivery),
  * for deployments that run several API processes with COUNTERSIGN_WORKERS=none behind a load
  * balancer on one PostgreSQL and one Redis. Workers coordinate through the consumer group and
  * the delivery leases, so more than one worker process is safe too.
