@@ -4,9 +4,11 @@ import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { createLogger } from "./infra/logger.js";
 import { migrate } from "./infra/migrate.js";
+import { createWebhookWorker } from "./services/webhook-delivery.js";
 
 /**
- * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry),
+ * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry,
+ * and outbound webhook delivery),
  * for deployments that run several API processes with COUNTERSIGN_WORKERS=none behind a load
  * balancer on one PostgreSQL and one Redis. Workers coordinate through the consumer group and
  * the delivery leases, so more than one worker process is safe too.
@@ -19,6 +21,8 @@ await migrate(db.sql);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
 const runtime = createApprovalsRuntime({ config: { ...config, gatewayEmbedded: false }, db, events, logger });
 runtime.startWorkers();
+const webhooks = createWebhookWorker({ db, config, logger });
+webhooks.start();
 logger.info({ ingest: runtime.ingest !== null, delivery: runtime.delivery !== null }, "Countersign workers running");
 
 let stopping = false;
@@ -26,7 +30,7 @@ async function stop(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, "worker shutting down");
-  await runtime.close();
+  await Promise.all([runtime.close(), webhooks.stop()]);
   await events.close();
   await db.close();
   process.exit(0);

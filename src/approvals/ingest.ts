@@ -11,6 +11,7 @@ import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "./policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
@@ -361,6 +362,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
         if (rows.length === 0) return;
 
         const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
+        for (const id of inserted) await enqueueApprovalRequestEvent(tx, id, "approval_request.filed");
         const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
         const existing = new Map(
           conflicting.length === 0

@@ -10,6 +10,7 @@ import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
 import { workspaceTarget } from "./workspaces.js";
+import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting
@@ -178,6 +179,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
     } else {
       await tx.query(`UPDATE approval_requests SET revision = revision + 1, "updatedAt" = now() WHERE id = $1`, [locked.id]);
     }
+    if (tally.state !== "pending") await enqueueApprovalRequestEvent(tx, locked.id, "approval_request.decided");
     return { vote: vote!, state: tally.state };
   });
 

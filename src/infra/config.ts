@@ -51,6 +51,16 @@ const EnvSchema = z.object({
   COUNTERSIGN_METRICS_TOKEN: z.string().min(16).optional(),
   /** Comma-separated origins allowed to call the API from a browser (CORS); empty: same origin only. */
   COUNTERSIGN_CORS_ORIGINS: z.string().default(""),
+  /** "1" lets webhooks deliver to private, loopback and link-local addresses (off: refused). */
+  COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
+  /** Seals webhook signing secrets at rest (AES-256-GCM); falls back to COUNTERSIGN_APPROVAL_SECRET. */
+  COUNTERSIGN_WEBHOOK_SECRET_KEY: z.string().min(32).optional(),
+  COUNTERSIGN_WEBHOOK_INTERVAL_MS: z.coerce.number().int().positive().default(2_000),
+  /** Delivery attempts before a delivery is marked failed (redeliverWebhook starts it again). */
+  COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+  /** The first retry's delay; each further retry doubles it (capped at one hour). */
+  COUNTERSIGN_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(10_000),
+  COUNTERSIGN_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -98,6 +108,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     wsInitTimeoutMs: e.COUNTERSIGN_WS_INIT_TIMEOUT_MS,
     metricsToken: e.COUNTERSIGN_METRICS_TOKEN,
     corsOrigins: parseOrigins(e.COUNTERSIGN_CORS_ORIGINS),
+    webhooks: {
+      allowPrivate: e.COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE === "1",
+      secretKey: e.COUNTERSIGN_WEBHOOK_SECRET_KEY ?? e.COUNTERSIGN_APPROVAL_SECRET,
+      intervalMs: e.COUNTERSIGN_WEBHOOK_INTERVAL_MS,
+      maxAttempts: e.COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.COUNTERSIGN_WEBHOOK_RETRY_BASE_MS,
+      timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
+    },
   };
 }
 

@@ -36,6 +36,7 @@ import {
   type StoredEvaluation,
 } from "./gate.js";
 import { parseInput } from "./stacks.js";
+import { enqueuePlanEvent } from "./webhooks.js";
 import {
   assertNotArchived,
   findReadableWorkspace,
@@ -151,6 +152,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
       where: { workspaceId: workspace.id, status: "planned", id: { not: planId } },
       data: { status: "discarded", discardReason: "superseded", supersededById: planId },
     });
+    await enqueuePlanEvent(tx, workspace.orgId, planId, "plan.needs_approvals", { submittedById: viewer.userId });
     return created;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, workspace.orgId, [workspace.id], "plan_submitted");
@@ -193,6 +195,7 @@ export async function approvePlan({ db, authz, events }: GateDeps, planId: strin
       [randomUUID(), planId, viewer.userId],
     );
     const approval = await tx.approval.findUniqueOrThrow({ where: { planId_userId: { planId, userId: viewer.userId } } });
+    if (inserted.length > 0) await enqueuePlanEvent(tx, head.orgId, planId, "plan.approval_added", { approverId: viewer.userId });
     return { approval, created: inserted.length > 0 };
   }, LOCKING_TX_OPTIONS);
   if (created) publishGateChange(events, head.orgId, [head.workspaceId], "approval");
@@ -253,6 +256,7 @@ export async function applyPlan({ db, authz, events }: GateDeps, planId: string)
         WHERE id = $1`,
       [planId, JSON.stringify(record), viewer.userId],
     );
+    await enqueuePlanEvent(tx, locked.orgId, planId, "plan.apply_started", { startedById: viewer.userId });
     return record;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, head.orgId, [head.workspaceId], "apply_started");
@@ -274,7 +278,9 @@ export async function reportPlanResult({ db, authz, events }: GateDeps, raw: unk
     if (locked?.status !== "applying") {
       throw new InvalidStateError("Plan", locked?.status ?? "unknown", `Plan ${head.id} is ${locked?.status}; only an applying plan has a result to report.`);
     }
-    return tx.plan.update({ where: { id: head.id }, data: { status: input.outcome, finishedAt: new Date() } });
+    const finished = await tx.plan.update({ where: { id: head.id }, data: { status: input.outcome, finishedAt: new Date() } });
+    await enqueuePlanEvent(tx, head.orgId, head.id, "plan.apply_finished", { outcome: input.outcome, reportedById: authz.viewer!.userId });
+    return finished;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, head.orgId, [head.workspaceId], `plan_${input.outcome}`);
   return plan;

@@ -19,6 +19,7 @@ import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } f
 import { uniqueViolation } from "./prisma-errors.js";
 import { findRole, usableRoleWhere } from "./roles.js";
 import { parseInput } from "./stacks.js";
+import { enqueueReservationEvent } from "./webhooks.js";
 import {
   assertNotArchived,
   findReadableWorkspace,
@@ -63,9 +64,11 @@ export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unk
     reservation = await db.prisma.$transaction(async (tx) => {
       // Placing a reservation can close a gate: serialize with applyPlan on the workspace row.
       await lockLiveWorkspace(tx, workspace.id);
-      return tx.reservation.create({
+      const placed = await tx.reservation.create({
         data: { orgId: workspace.orgId, workspaceId: workspace.id, placedById: viewer.userId, ...holder },
       });
+      await enqueueReservationEvent(tx, placed, "reservation.placed");
+      return placed;
     }, LOCKING_TX_OPTIONS);
   } catch (error) {
     // The partial unique indexes: one active reservation per holder per workspace.
@@ -158,10 +161,12 @@ export async function releaseReservation({ db, authz, events }: GateDeps, reserv
       [found.id],
     );
     if (locked?.releasedAt) throw new InvalidStateError("Reservation", "released", "This reservation was already released.");
-    return tx.reservation.update({
+    const released = await tx.reservation.update({
       where: { id: found.id },
       data: { releasedAt: new Date(), releasedById: viewer.userId, releaseReason: "released" },
     });
+    await enqueueReservationEvent(tx, released, "reservation.released");
+    return released;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, found.orgId, [found.workspaceId], "reservation_released");
   return released;
@@ -197,6 +202,7 @@ export async function releaseReservationsOfRole(tx: Tx, roleId: string, released
     where: { holderRoleId: roleId, releasedAt: null },
     data: { releasedAt: new Date(), releasedById, releaseReason: "role_deleted" },
   });
+  for (const r of released) await enqueueReservationEvent(tx, r, "reservation.released");
   return { workspaceIds: [...new Set(released.map((r) => r.workspaceId))] };
 }
 

@@ -40,6 +40,7 @@ export function argsFrom(w: World): ArgFiller {
         resourcePolicy: w.ids.resourcePolicy,
         approvalRequest: w.ids.approvalRequest,
         approvalPolicy: w.ids.approvalPolicy,
+        webhook: w.ids.webhook,
       };
       return type === "Query" && byField[field] ? q(byField[field]) : undefined;
     }

@@ -28,6 +28,8 @@ const TYPES: Record<string, ConcreteResourceType> = {
   ApprovalRequest: "approval_request",
   VirtualKey: "virtual_key",
   ToolConnection: "connection",
+  Webhook: "webhook",
+  WebhookDelivery: "webhook",
 };
 const READ_FAMILIES = [...new Set(Object.values(TYPES))];
 /** What the member holds besides reads, so paths behind approve and decide are walked too. */

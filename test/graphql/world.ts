@@ -25,6 +25,7 @@ export interface World {
     approvalPolicy: string;
     identitySource: string;
     binding: string;
+    webhook: string;
   };
   /** A member holding the given grants (custom role), by token. */
   member(grants: Grants): Promise<string>;
@@ -79,6 +80,12 @@ export async function createWorld(t: TestApp): Promise<World> {
     },
   });
   await prisma.vote.create({ data: { requestId: request.id, userId: alice.id, decision: "approve" } });
+  const webhook = await prisma.webhook.create({
+    data: { orgId: org.id, url: "https://hooks.example.com/world", events: ["plan.gate_passed"], format: "json", secretSealed: "v1.unused" },
+  });
+  await prisma.webhookDelivery.create({
+    data: { orgId: org.id, webhookId: webhook.id, eventId: randomUUID(), eventType: "plan.gate_passed", payload: { type: "plan.gate_passed" } },
+  });
 
   const foreign = await createOrg(t.db);
   const adminToken = demo.tokens[0]!.token;
@@ -97,6 +104,7 @@ export async function createWorld(t: TestApp): Promise<World> {
       approvalPolicy: approvalPolicy.id,
       identitySource: source.id,
       binding: binding.id,
+      webhook: webhook.id,
     },
     member: async (grants) => (await addMember(t.db, org.id, { grants })).token,
     memberWithRoles: async (grants) => {

@@ -181,6 +181,14 @@ export const FAMILIES = {
     matchValue: "workspace name",
     groupsFrom: "the workspace's stack's authz groups",
   },
+  webhook: {
+    actions: ["read", "create", "update", "delete"],
+    supportsPattern: false,
+    supportsAuthzGroup: false,
+    description: "Outbound webhooks: their configuration and delivery log (read), create, update, delete and redeliver (update).",
+    matchValue: null,
+    groupsFrom: null,
+  },
 } as const satisfies Record<string, FamilySpec>;
 
 export type ConcreteResourceType = keyof typeof FAMILIES;

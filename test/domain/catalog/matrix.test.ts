@@ -27,6 +27,7 @@ const EXPECTED: Record<string, readonly string[]> = {
   approval_request: ["read", "decide"],
   virtual_key: ["create", "read", "revoke"],
   connection: ["create", "read", "update", "delete"],
+  webhook: ["read", "create", "update", "delete"],
 };
 
 describe("the validity matrix", () => {
@@ -72,9 +73,9 @@ describe("the validity matrix", () => {
     expect(isValidPermission("Stack", "read")).toBe(false);
   });
 
-  it("patterns are supported on every family except member, role and identity_source", () => {
+  it("patterns are supported on every family except the org-level member, role, identity_source and webhook", () => {
     const without = RESOURCE_TYPES.filter((rt) => !FAMILIES[rt].supportsPattern);
-    expect(without).toEqual(["member", "role", "identity_source"]);
+    expect(without).toEqual(["member", "role", "identity_source", "webhook"]);
   });
 
   it("authz groups are accepted by stack, cloud_integration and the workspace-scoped families only", () => {

@@ -1,0 +1,243 @@
+// The webhook delivery worker (docs/webhooks.md): leases due rows of webhook_deliveries (the
+// outbox), POSTs each signed to its webhook, and records the outcome under the lease's fence.
+//
+// - Lease: one UPDATE … FOR UPDATE SKIP LOCKED moves due rows to `delivering` and bumps their
+//   fence; a row is written back only by the worker holding the current fence, so two workers
+//   never both deliver it, and an expired lease (a crashed worker) is taken over.
+// - Retries: a non-2xx answer, a timeout or a network error is retried with exponential backoff
+//   (base × 2^(attempt-1), at most an hour) until maxAttempts, then the row is `failed`.
+// - SSRF: the host is resolved once and EVERY address checked; the connection is made to the
+//   checked address (no second resolution to rebind). Private, loopback, link-local and other
+//   non-public addresses are refused unless COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE=1.
+
+import { createHmac, randomUUID } from "node:crypto";
+import { lookup as dnsLookup } from "node:dns/promises";
+import http from "node:http";
+import https from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import type { Config } from "../infra/config.js";
+import type { Database } from "../infra/db.js";
+import type { Logger } from "../infra/logger.js";
+import { isPrivateAddress, openWebhookSecret } from "./webhooks.js";
+
+export interface WebhookWorker {
+  /** One pass: lease due deliveries and send them. Returns how many were attempted. */
+  tick(): Promise<number>;
+  start(): void;
+  stop(): Promise<void>;
+  readonly owner: string;
+}
+
+interface Leased {
+  id: string;
+  fence: number;
+  attempts: number;
+  webhookId: string;
+  eventId: string;
+  eventType: string;
+  payload: Record<string, unknown>;
+}
+
+export const SIGNATURE_HEADER = "X-Countersign-Signature";
+export const EVENT_ID_HEADER = "X-Countersign-Event-Id";
+export const TIMESTAMP_HEADER = "X-Countersign-Timestamp";
+export const EVENT_TYPE_HEADER = "X-Countersign-Event";
+
+/** `sha256=<hex HMAC-SHA256 of the body under the webhook's secret>`. */
+export function signBody(secret: string, body: string): string {
+  return `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`;
+}
+
+export class RefusedAddressError extends Error {
+  override readonly name = "RefusedAddressError";
+}
+
+const escapeMrkdwn = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+/** A Slack incoming-webhook message ({ text, blocks }) for an event payload. */
+export function slackMessage(payload: Record<string, unknown>): { text: string; blocks: unknown[] } {
+  const summary = String(payload.summary ?? payload.type);
+  const blocks: unknown[] = [{ type: "section", text: { type: "mrkdwn", text: escapeMrkdwn(summary) } }];
+  const data = (payload.data ?? {}) as { gate?: { missingApprovers?: any[]; unansweredReservations?: any[] } };
+  const lines: string[] = [];
+  for (const m of data.gate?.missingApprovers ?? []) {
+    const names = [...m.users.map((u: any) => u.name), ...m.roles.map((r: any) => `role ${r.name}`)].join(", ");
+    lines.push(`• ${m.policy.name} (${m.action}): one of ${names}`);
+  }
+  for (const r of data.gate?.unansweredReservations ?? []) lines.push(`• reserved for ${r.holder.kind} ${r.holder.name ?? r.holder.id}`);
+  if (lines.length > 0) blocks.push({ type: "section", text: { type: "mrkdwn", text: escapeMrkdwn(`Who can approve:\n${lines.join("\n")}`).slice(0, 3000) } });
+  blocks.push({ type: "context", elements: [{ type: "mrkdwn", text: escapeMrkdwn(`${payload.type} · event ${payload.id}`) }] });
+  return { text: summary, blocks };
+}
+
+export function backoffMs(attempt: number, baseMs: number): number {
+  return Math.min(baseMs * 2 ** Math.max(attempt - 1, 0), 3_600_000);
+}
+
+/** A lookup that answers only checked addresses: every address of the host must be public. */
+function guardedLookup(allowPrivate: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { all: true, verbatim: true })
+      .then((addresses) => {
+        if (addresses.length === 0) throw new Error(`${hostname} does not resolve`);
+        const bad = addresses.find((a) => isPrivateAddress(a.address));
+        if (bad && !allowPrivate) throw new RefusedAddressError(`${hostname} resolves to ${bad.address}, a private or loopback address`);
+        const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+        if (options.all) (callback as any)(null, wanted);
+        else callback(null, wanted[0]!.address, wanted[0]!.family);
+      })
+      .catch((error: NodeJS.ErrnoException) => callback(error, "", 0));
+  };
+}
+
+interface Outcome {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  /** Retrying will not help (the address is refused, the secret cannot be opened). */
+  permanent: boolean;
+}
+
+function post(url: URL, body: string, headers: Record<string, string>, timeoutMs: number, allowPrivate: boolean): Promise<Outcome> {
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  if (isIP(host) && isPrivateAddress(host) && !allowPrivate) {
+    return Promise.resolve({ ok: false, status: null, error: `refused: ${host} is a private or loopback address`, permanent: true });
+  }
+  return new Promise((resolve) => {
+    const client = url.protocol === "https:" ? https : http;
+    const req = client.request(
+      url,
+      {
+        method: "POST",
+        headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
+        lookup: guardedLookup(allowPrivate),
+        timeout: timeoutMs,
+        agent: false,
+      },
+      (res) => {
+        res.resume();
+        const status = res.statusCode ?? 0;
+        const done = () => resolve({ ok: status >= 200 && status < 300, status, error: status >= 200 && status < 300 ? null : `HTTP ${status}`, permanent: false });
+        res.on("end", done);
+        res.on("error", done);
+      },
+    );
+    const timer = setTimeout(() => req.destroy(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+    req.on("timeout", () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+    req.on("error", (error) => {
+      clearTimeout(timer);
+      const refused = error instanceof RefusedAddressError;
+      resolve({ ok: false, status: null, error: refused ? `refused: ${error.message}` : error.message.slice(0, 500), permanent: refused });
+    });
+    req.on("close", () => clearTimeout(timer));
+    req.end(body);
+  });
+}
+
+export function createWebhookWorker(deps: { db: Database; config: Config; logger: Logger; batchSize?: number }): WebhookWorker {
+  const { db, config } = deps;
+  const settings = config.webhooks;
+  const log = deps.logger.child({ module: "webhooks" });
+  const owner = `webhooks-${randomUUID()}`;
+  const batchSize = deps.batchSize ?? 20;
+  const leaseMs = settings.timeoutMs + 30_000;
+
+  async function lease(): Promise<Leased[]> {
+    return db.sql.query<Leased>(
+      `UPDATE webhook_deliveries d
+          SET status = 'delivering', "leaseOwner" = $1, "leaseExpiresAt" = now() + ($2::int * interval '1 millisecond'),
+              fence = d.fence + 1, attempts = d.attempts + 1, "updatedAt" = now()
+        WHERE d.id IN (
+          SELECT id FROM webhook_deliveries
+           WHERE (status = 'queued' AND "nextRunAt" <= now()) OR (status = 'delivering' AND "leaseExpiresAt" < now())
+           ORDER BY "nextRunAt", id
+           LIMIT $3
+           FOR UPDATE SKIP LOCKED)
+        RETURNING d.id, d.fence, d.attempts, d."webhookId", d."eventId", d."eventType", d.payload`,
+      [owner, leaseMs, batchSize],
+    );
+  }
+
+  async function finish(job: Leased, outcome: Outcome): Promise<void> {
+    if (outcome.ok) {
+      await db.sql.query(
+        `UPDATE webhook_deliveries SET status = 'delivered', "responseCode" = $3, "lastError" = NULL, "deliveredAt" = now(),
+                "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+          WHERE id = $1 AND fence = $2`,
+        [job.id, job.fence, outcome.status],
+      );
+      return;
+    }
+    const giveUp = outcome.permanent || job.attempts >= settings.maxAttempts;
+    await db.sql.query(
+      `UPDATE webhook_deliveries SET status = $3, "responseCode" = $4, "lastError" = $5,
+              "nextRunAt" = now() + ($6::int * interval '1 millisecond'), "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
+        WHERE id = $1 AND fence = $2`,
+      [job.id, job.fence, giveUp ? "failed" : "queued", outcome.status, outcome.error, giveUp ? 0 : backoffMs(job.attempts, settings.retryBaseMs)],
+    );
+  }
+
+  async function deliver(job: Leased): Promise<void> {
+    const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
+    if (!webhook) return; // deleted: its deliveries went with it
+    if (!webhook.active) return finish(job, { ok: false, status: null, error: "the webhook is disabled", permanent: true });
+    const secret = settings.secretKey ? openWebhookSecret(settings.secretKey, webhook.secretSealed) : null;
+    if (!secret) {
+      // Fail closed: never send unsigned. The key may come back (a restart with the right one).
+      return finish(job, { ok: false, status: null, error: "the signing secret cannot be opened with the configured COUNTERSIGN_WEBHOOK_SECRET_KEY", permanent: false });
+    }
+    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(job.payload) : job.payload);
+    const outcome = await post(
+      new URL(webhook.url),
+      body,
+      {
+        "content-type": "application/json",
+        "user-agent": "Countersign-Webhooks/1",
+        [SIGNATURE_HEADER]: signBody(secret, body),
+        [EVENT_ID_HEADER]: job.eventId,
+        [EVENT_TYPE_HEADER]: job.eventType,
+        [TIMESTAMP_HEADER]: String(Math.floor(Date.now() / 1000)),
+      },
+      settings.timeoutMs,
+      settings.allowPrivate,
+    );
+    if (!outcome.ok) log.warn({ deliveryId: job.id, attempt: job.attempts, error: outcome.error }, "webhook delivery failed");
+    await finish(job, outcome);
+  }
+
+  async function tick(): Promise<number> {
+    const jobs = await lease();
+    await Promise.all(jobs.map((job) => deliver(job).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
+    return jobs.length;
+  }
+
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = true;
+  function schedule(delay: number): void {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = tick()
+        .catch((error: unknown) => log.error({ err: error }, "webhook delivery tick failed"))
+        .finally(() => {
+          running = null;
+          schedule(settings.intervalMs);
+        });
+    }, delay);
+  }
+
+  return {
+    owner,
+    tick,
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      schedule(0);
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running;
+    },
+  };
+}

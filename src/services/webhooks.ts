@@ -1,0 +1,439 @@
+// Outbound webhooks (docs/webhooks.md): an organization's webhook configuration, and the outbox.
+// An event is queued by enqueueWebhookEvent INSIDE the transaction of the change that causes it
+// (one webhook_deliveries row per subscribed webhook), so it is committed with the change or not
+// at all; the delivery worker (src/services/webhook-delivery.ts) sends it.
+
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes, randomUUID } from "node:crypto";
+import { isIP } from "node:net";
+import { z } from "zod";
+import type { Authz } from "../authz/authz.js";
+import type { Target } from "../domain/catalog/check.js";
+import { InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
+import type { Config } from "../infra/config.js";
+import type { Database, SqlRunner } from "../infra/db.js";
+import { evaluateLive, loadPeople, loadPlanHead, txSql, type Tx } from "./gate.js";
+import { parseInput } from "./stacks.js";
+
+export const WEBHOOK_EVENTS = [
+  "plan.needs_approvals",
+  "plan.approval_added",
+  "plan.approval_withdrawn",
+  "plan.gate_passed",
+  "plan.apply_started",
+  "plan.apply_finished",
+  "reservation.placed",
+  "reservation.released",
+  "approval_request.filed",
+  "approval_request.decided",
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
+export const WEBHOOK_FORMATS = ["json", "slack"] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+
+export const MAX_WEBHOOKS_PER_ORG = 50;
+export const MAX_URL_LENGTH = 2048;
+
+/** An event as queued: `data` is the event's own shape (docs/webhooks.md, "Events"). */
+export interface WebhookEvent {
+  type: WebhookEventType;
+  /** One line a person reads (the Slack text). */
+  summary: string;
+  data: Record<string, unknown>;
+}
+
+export function webhookTarget(action: "read" | "create" | "update" | "delete"): Target {
+  return { resourceType: "webhook", action, matchValue: null, groups: null };
+}
+
+// ── Secrets ────────────────────────────────────────────────────────────────────────────
+
+const SEAL_VERSION = "v1";
+const sealKey = (key: string) => Buffer.from(hkdfSync("sha256", key, "countersign", "webhook-secret-seal-v1", 32));
+
+/** AES-256-GCM under a key derived from the configured key: the row never holds the secret readably. */
+export function sealWebhookSecret(key: string, secret: string): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", sealKey(key), iv);
+  const body = Buffer.concat([cipher.update(secret, "utf8"), cipher.final()]);
+  return `${SEAL_VERSION}.${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url")}`;
+}
+
+/** The secret, or null when sealed under another key (or altered). */
+export function openWebhookSecret(key: string, sealed: string): string | null {
+  const [version, data] = sealed.split(".");
+  if (version !== SEAL_VERSION || !data) return null;
+  try {
+    const raw = Buffer.from(data, "base64url");
+    const decipher = createDecipheriv("aes-256-gcm", sealKey(key), raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+  } catch {
+    return null;
+  }
+}
+
+// ── URLs ───────────────────────────────────────────────────────────────────────────────
+
+/** Why a webhook URL is refused at create/update, or null. The address check is at delivery. */
+export function webhookUrlProblem(raw: string): string | null {
+  if (raw.length > MAX_URL_LENGTH) return `must be at most ${MAX_URL_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return "is not an absolute URL";
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return "must be http or https";
+  if (url.username || url.password) return "must not carry credentials (put a token in the path or query)";
+  if (!url.hostname) return "has no host";
+  if (url.hash) return "must not have a fragment";
+  return null;
+}
+
+/** Whether an IP address is private, loopback, link-local, unspecified, multicast or otherwise not public. */
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return privateV4(address);
+  if (family === 6) {
+    const a = address.toLowerCase().split("%")[0]!;
+    const mapped = /^(?:0{0,4}:){0,4}:?(?:0{0,4}:)?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a) ?? /^::(\d+\.\d+\.\d+\.\d+)$/.exec(a);
+    if (mapped) return privateV4(mapped[1]!);
+    const hexMapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(a);
+    if (hexMapped) {
+      const hi = parseInt(hexMapped[1]!, 16);
+      const lo = parseInt(hexMapped[2]!, 16);
+      return privateV4(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`);
+    }
+    if (a === "::" || a === "::1") return true;
+    const first = parseInt(a.split(":")[0] || "0", 16);
+    if ((first & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local
+    if ((first & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
+    if ((first & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated)
+    if ((first & 0xff00) === 0xff00) return true; // multicast
+    if (a.startsWith("64:ff9b:")) return true; // NAT64 can reach anything, private included
+    if (a.startsWith("2001:db8:") || a.startsWith("100::")) return true; // documentation, discard
+    return false;
+  }
+  return true; // not an address at all: refuse
+}
+
+function privateV4(address: string): boolean {
+  const [a, b] = address.split(".").map(Number) as [number, number, number, number];
+  return (
+    a === 0 || // this network
+    a === 10 ||
+    a === 127 ||
+    (a === 100 && b >= 64 && b <= 127) || // carrier-grade NAT
+    (a === 169 && b === 254) || // link-local (cloud metadata)
+    (a === 172 && b >= 16 && b <= 31) ||
+    (a === 192 && b === 168) ||
+    (a === 192 && b === 0) ||
+    (a === 198 && (b === 18 || b === 19)) || // benchmarking
+    a >= 224 // multicast, reserved, broadcast
+  );
+}
+
+// ── Configuration ──────────────────────────────────────────────────────────────────────
+
+export interface WebhookDeps {
+  db: Database;
+  authz: Authz;
+  config: Config;
+}
+
+const EventList = z
+  .array(z.enum(WEBHOOK_EVENTS))
+  .min(1, "Subscribe to at least one event.")
+  .max(WEBHOOK_EVENTS.length)
+  .transform((events) => [...new Set(events)]);
+const Url = z.string().superRefine((url, ctx) => {
+  const problem = webhookUrlProblem(url);
+  if (problem) ctx.addIssue({ code: "custom", message: `The URL ${problem}.` });
+});
+
+export const CreateWebhookInput = z.object({ url: Url, events: EventList, format: z.enum(WEBHOOK_FORMATS).default("json") });
+export const UpdateWebhookInput = z.object({
+  id: z.string().min(1),
+  url: Url.optional(),
+  events: EventList.optional(),
+  format: z.enum(WEBHOOK_FORMATS).optional(),
+  active: z.boolean().optional(),
+});
+
+function secretKeyOf(config: Config): string {
+  const key = config.webhooks.secretKey;
+  if (!key) {
+    throw new InvalidStateError(
+      "Webhook",
+      "unconfigured",
+      "Webhooks need COUNTERSIGN_WEBHOOK_SECRET_KEY (or COUNTERSIGN_APPROVAL_SECRET) to seal their signing secrets.",
+    );
+  }
+  return key;
+}
+
+/** A webhook of the viewer's organization after the check, or NotFound (nothing of another org shows). */
+async function findWebhookFor({ db, authz }: Pick<WebhookDeps, "db" | "authz">, id: string, action: "read" | "update" | "delete") {
+  await authz.requireMember();
+  const found = await db.prisma.webhook.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  if (!found) throw new NotFoundError("Webhook", id);
+  await authz.require(webhookTarget(action));
+  return found;
+}
+
+/** (webhook, create). The secret is returned here and never again. */
+export async function createWebhook({ db, authz, config }: WebhookDeps, raw: unknown) {
+  const input = parseInput(CreateWebhookInput, raw);
+  await authz.require(webhookTarget("create"));
+  const viewer = authz.viewer!;
+  const key = secretKeyOf(config);
+  const count = await db.prisma.webhook.count({ where: { orgId: viewer.orgId } });
+  if (count >= MAX_WEBHOOKS_PER_ORG) {
+    throw ValidationError.field("input", "too_many", `An organization has at most ${MAX_WEBHOOKS_PER_ORG} webhooks.`);
+  }
+  const secret = `whsec_${randomBytes(32).toString("base64url")}`;
+  const webhook = await db.prisma.webhook.create({
+    data: {
+      orgId: viewer.orgId,
+      url: input.url,
+      events: input.events,
+      format: input.format,
+      secretSealed: sealWebhookSecret(key, secret),
+      createdById: viewer.userId,
+    },
+  });
+  return { webhook, secret };
+}
+
+export async function updateWebhook(deps: WebhookDeps, raw: unknown) {
+  const input = parseInput(UpdateWebhookInput, raw);
+  const found = await findWebhookFor(deps, input.id, "update");
+  return deps.db.prisma.webhook.update({
+    where: { id: found.id },
+    data: {
+      ...(input.url !== undefined ? { url: input.url } : {}),
+      ...(input.events !== undefined ? { events: input.events } : {}),
+      ...(input.format !== undefined ? { format: input.format } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+    },
+  });
+}
+
+/** Deletes the webhook and its delivery log; queued deliveries go with it. */
+export async function deleteWebhook(deps: Pick<WebhookDeps, "db" | "authz">, id: string) {
+  const found = await findWebhookFor(deps, id, "delete");
+  await deps.db.prisma.webhook.delete({ where: { id: found.id } });
+  return found;
+}
+
+export async function findReadableWebhook(deps: Pick<WebhookDeps, "db" | "authz">, id: string) {
+  return findWebhookFor(deps, id, "read");
+}
+
+export async function listWebhooks({ db, authz }: Pick<WebhookDeps, "db" | "authz">) {
+  await authz.require(webhookTarget("read"));
+  return db.prisma.webhook.findMany({ where: { orgId: authz.viewer!.orgId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+}
+
+export async function listDeliveries({ db, authz }: Pick<WebhookDeps, "db" | "authz">, webhookId: string, first: number) {
+  const found = await findWebhookFor({ db, authz }, webhookId, "read");
+  return db.prisma.webhookDelivery.findMany({
+    where: { webhookId: found.id },
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+    take: Math.min(Math.max(first, 1), 200),
+  });
+}
+
+/** (webhook, update): the delivery is queued again from scratch, whatever its state. */
+export async function redeliverWebhook({ db, authz }: Pick<WebhookDeps, "db" | "authz">, deliveryId: string) {
+  await authz.requireMember();
+  const orgId = authz.viewer!.orgId;
+  const found = await db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, orgId } });
+  if (!found) throw new NotFoundError("WebhookDelivery", deliveryId);
+  await authz.require(webhookTarget("update"));
+  // The fence moves: a worker still holding the old lease may no longer write this row.
+  const [row] = await db.sql.query<{ id: string }>(
+    `UPDATE webhook_deliveries
+        SET status = 'queued', attempts = 0, "nextRunAt" = now(), "leaseOwner" = NULL, "leaseExpiresAt" = NULL,
+            fence = fence + 1, "lastError" = NULL, "responseCode" = NULL, "deliveredAt" = NULL, "updatedAt" = now()
+      WHERE id = $1 RETURNING id`,
+    [found.id],
+  );
+  if (!row) throw new NotFoundError("WebhookDelivery", deliveryId);
+  return db.prisma.webhookDelivery.findUniqueOrThrow({ where: { id: found.id } });
+}
+
+// ── The outbox ─────────────────────────────────────────────────────────────────────────
+
+type TxLike = Tx | SqlRunner;
+const asSql = (tx: TxLike): SqlRunner =>
+  typeof (tx as { $queryRawUnsafe?: unknown }).$queryRawUnsafe === "function" ? txSql(tx as Tx) : (tx as SqlRunner);
+
+async function subscribedWebhooks(sql: SqlRunner, orgId: string, type: WebhookEventType): Promise<string[]> {
+  const rows = await sql.query<{ id: string }>(
+    `SELECT id FROM webhooks WHERE "orgId" = $1 AND active AND $2 = ANY(events) ORDER BY id`,
+    [orgId, type],
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Queues `event` for every active webhook of the organization subscribed to its type, in the
+ * caller's transaction (a Prisma interactive transaction or a raw SqlRunner transaction): it is
+ * committed with the change that caused it, or rolled back with it. Returns the event id, or
+ * null when no webhook listens.
+ */
+export async function enqueueWebhookEvent(tx: TxLike, orgId: string, event: WebhookEvent): Promise<string | null> {
+  const sql = asSql(tx);
+  const webhookIds = await subscribedWebhooks(sql, orgId, event.type);
+  if (webhookIds.length === 0) return null;
+  const eventId = randomUUID();
+  const payload = {
+    id: eventId,
+    type: event.type,
+    occurredAt: new Date().toISOString(),
+    organizationId: orgId,
+    summary: event.summary,
+    data: event.data,
+  };
+  await sql.query(
+    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt")
+     SELECT gen_random_uuid()::text, $1, w, $2, $3, $4::jsonb, 'queued', now(), now() FROM unnest($5::text[]) AS w`,
+    [orgId, eventId, event.type, JSON.stringify(payload), webhookIds],
+  );
+  return eventId;
+}
+
+// ── Plan events: what the gate says ────────────────────────────────────────────────────
+
+type PlanEventType = Extract<WebhookEventType, `plan.${string}`>;
+
+/**
+ * Queues a plan event carrying the gate as it stands inside the transaction (who can still
+ * approve: the missing approver lists and the unanswered reservations), and — for a submission or
+ * an approval — `plan.gate_passed` when the gate now passes, else `plan.needs_approvals`.
+ * Does nothing (no evaluation) when no webhook of the organization listens.
+ */
+export async function enqueuePlanEvent(
+  tx: TxLike,
+  orgId: string,
+  planId: string,
+  type: PlanEventType,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const sql = asSql(tx);
+  const follow: PlanEventType[] =
+    type === "plan.approval_added" || type === "plan.approval_withdrawn" || type === "plan.needs_approvals" ? ["plan.gate_passed", "plan.needs_approvals"] : [];
+  const wanted = [type, ...follow];
+  const listening = await sql.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhooks WHERE "orgId" = $1 AND active AND events && $2::text[]`,
+    [orgId, wanted],
+  );
+  if (!listening[0]?.n) return;
+  const head = await loadPlanHead(sql, orgId, planId);
+  if (!head) return;
+  const plan = { id: head.id, status: head.status, targeted: head.targeted, workspace: { id: head.workspaceId, name: head.workspaceName } };
+  const snapshot = await evaluateLive(sql, head, 0);
+  const e = snapshot.evaluation;
+  const people = await loadPeople(
+    sql,
+    e.reservations.flatMap((r) => (r.holder.kind === "user" ? [r.holder.userId] : [])),
+    e.reservations.flatMap((r) => (r.holder.kind === "role" ? [r.holder.roleId] : [])),
+  );
+  const userName = (id: string) => snapshot.people.users.get(id)?.name ?? people.users.get(id)?.name ?? id;
+  const roleName = (id: string) => snapshot.people.roles.get(id)?.name ?? people.roles.get(id)?.name ?? id;
+  const gate = {
+    passed: e.passed,
+    approvalsCounted: e.approvalsCounted,
+    baseline: { applies: e.baseline.applies, required: e.baseline.required, counted: e.baseline.counted, met: e.baseline.met },
+    reasons: e.reasons.map((r) => ({ code: r.code, message: r.message })),
+    missingApprovers: e.requirements
+      .filter((r) => !r.approverListSatisfied)
+      .map((r) => ({
+        policy: { id: r.policyId, name: r.policyName },
+        action: r.action,
+        users: r.missingApprovers.userIds.map((id) => ({ id, name: userName(id) })),
+        roles: r.missingApprovers.roleIds.map((id) => ({ id, name: roleName(id) })),
+        eligibleUsers: r.missingApprovers.eligibleUserIds.map((id) => ({ id, name: userName(id) })),
+      })),
+    unansweredReservations: e.reservations
+      .filter((r) => !r.answered)
+      .map((r) => ({
+        id: r.id,
+        holder: r.holder.kind === "user" ? { kind: "user", id: r.holder.userId, name: userName(r.holder.userId) } : { kind: "role", id: r.holder.roleId, name: roleName(r.holder.roleId) },
+        currentMembers: r.currentMembers?.map((id) => ({ id, name: userName(id) })) ?? null,
+      })),
+  };
+  const where = `${head.workspaceName} plan ${head.id}`;
+  const data = { plan, gate, ...extra };
+  const summaries: Record<PlanEventType, string> = {
+    "plan.needs_approvals": `${where} needs approvals: ${gate.reasons.map((r) => r.message).join(" ") || "waiting"}`,
+    "plan.approval_added": `${where}: an approval arrived (${e.approvalsCounted} counted).`,
+    "plan.approval_withdrawn": `${where}: an approval was withdrawn (${e.approvalsCounted} counted).`,
+    "plan.gate_passed": `${where}: the gate passed; it can be applied.`,
+    "plan.apply_started": `${where}: apply started.`,
+    "plan.apply_finished": `${where}: apply finished (${head.status}).`,
+  };
+  if (type !== "plan.needs_approvals") await enqueueWebhookEvent(sql, orgId, { type, summary: summaries[type], data });
+  if (follow.length > 0 && head.status === "planned") {
+    const next: PlanEventType = e.passed ? "plan.gate_passed" : "plan.needs_approvals";
+    await enqueueWebhookEvent(sql, orgId, { type: next, summary: summaries[next], data });
+  }
+}
+
+/** reservation.placed / reservation.released, from the reservation row as written. */
+export async function enqueueReservationEvent(
+  tx: TxLike,
+  reservation: { id: string; orgId: string; workspaceId: string; holderUserId: string | null; holderRoleId: string | null; placedById: string; releasedById?: string | null; releaseReason?: string | null },
+  type: "reservation.placed" | "reservation.released",
+): Promise<void> {
+  const sql = asSql(tx);
+  if ((await subscribedWebhooks(sql, reservation.orgId, type)).length === 0) return;
+  const [ws] = await sql.query<{ name: string }>(`SELECT name FROM workspaces WHERE id = $1`, [reservation.workspaceId]);
+  const people = await loadPeople(
+    sql,
+    [reservation.holderUserId, reservation.placedById, reservation.releasedById].filter((v): v is string => !!v),
+    reservation.holderRoleId ? [reservation.holderRoleId] : [],
+  );
+  const holder = reservation.holderUserId
+    ? { kind: "user", id: reservation.holderUserId, name: people.users.get(reservation.holderUserId)?.name ?? null }
+    : { kind: "role", id: reservation.holderRoleId, name: people.roles.get(reservation.holderRoleId!)?.name ?? null };
+  const verb = type === "reservation.placed" ? "placed" : "released";
+  await enqueueWebhookEvent(sql, reservation.orgId, {
+    type,
+    summary: `${ws?.name ?? reservation.workspaceId}: reservation for ${holder.kind} ${holder.name ?? holder.id} ${verb}.`,
+    data: {
+      reservation: { id: reservation.id, holder, placedById: reservation.placedById, releasedById: reservation.releasedById ?? null, releaseReason: reservation.releaseReason ?? null },
+      workspace: { id: reservation.workspaceId, name: ws?.name ?? null },
+    },
+  });
+}
+
+/**
+ * approval_request.filed / approval_request.decided. The reviewer view only: tool, workspace,
+ * status — never the call's arguments.
+ */
+export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string, type: "approval_request.filed" | "approval_request.decided"): Promise<void> {
+  const sql = asSql(tx);
+  const [r] = await sql.query<{ id: string; orgId: string; workspaceId: string; workspaceName: string; tool: string; environment: string; status: string; closeReason: string | null; expiresAt: Date }>(
+    `SELECT r.id, r."orgId", r."workspaceId", w.name AS "workspaceName", r.tool, r.environment, r.status::text AS status,
+            r."closeReason", r."expiresAt"
+       FROM approval_requests r JOIN workspaces w ON w.id = r."workspaceId" WHERE r.id = $1`,
+    [requestId],
+  );
+  if (!r) return;
+  // A request filed already decided (no rule matched: default deny) waits for nobody.
+  if (type === "approval_request.filed" && r.status !== "pending") type = "approval_request.decided";
+  if ((await subscribedWebhooks(sql, r.orgId, type)).length === 0) return;
+  await enqueueWebhookEvent(sql, r.orgId, {
+    type,
+    summary:
+      type === "approval_request.filed"
+        ? `${r.workspaceName}: tool call ${r.tool} waits for review.`
+        : `${r.workspaceName}: tool call ${r.tool} was ${r.status}.`,
+    data: {
+      request: { id: r.id, tool: r.tool, environment: r.environment, status: r.status, closeReason: r.closeReason, expiresAt: new Date(r.expiresAt).toISOString() },
+      workspace: { id: r.workspaceId, name: r.workspaceName },
+    },
+  });
+}
