@@ -10,6 +10,7 @@ import {
   ApprovalInboxDocument,
   ApprovalRequestDocument,
   ApprovePlanDocument,
+  WithdrawApprovalDocument,
   PlanGateDocument,
   ReleaseReservationDocument,
   ReserveWorkspaceDocument,
@@ -40,6 +41,7 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   workspace <workspace>                    one workspace (name or id)
   gate <planId>                            the plan's gate: what is missing, from whom
   approve <planId>                         approve the plan, then show its gate
+  withdraw <planId>                        withdraw your approval of the plan, then show its gate
   reserve <workspace> [--role <role>]      reserve for yourself, or for a role you belong to
   release <reservationId>                  release a reservation
   release <workspace> [--role <role>]      release your (or the role's) reservation there
@@ -215,7 +217,8 @@ function workspaceText(w: WorkspaceFieldsFragment): string {
   lines.push(w.reservations.length ? `  reserved for: ${w.reservations.map(reservationLine).join("; ")}` : "  reserved for: nobody");
   if (!w.openPlans.length) lines.push("  open plans: none");
   for (const p of w.openPlans) {
-    const approvals = p.approvals.length ? `approved by ${p.approvals.map((a) => a.user.name).join(", ")}` : "no approvals";
+    const active = p.approvals.filter((a) => !a.withdrawnAt);
+    const approvals = active.length ? `approved by ${active.map((a) => a.user.name).join(", ")}` : "no approvals";
     lines.push(`  plan ${p.id}  ${p.status.toLowerCase()}  ${p.changeCount} change${p.changeCount === 1 ? "" : "s"}  by ${p.submittedBy.name}  ${approvals}`);
   }
   const can = [w.viewerCanApprove ? "approve" : "", w.viewerCanReserveForSelf ? "reserve" : ""].filter(Boolean);
@@ -274,6 +277,16 @@ const approve: Command = async ({ api, args, options, io }) => {
   const status = await loadGate(api, planId);
   if (options.json) json(io, { approval, gate: status });
   else io.out(`Approved plan ${planId} as ${approval.user.name} (${when(approval.approvedAt)}).\n${gateText(status)}`);
+  return EXIT.ok;
+};
+
+const withdraw: Command = async ({ api, args, options, io }) => {
+  const planId = arg(args, 0, "<planId>");
+  noMoreArgs(args, 1);
+  const approval = unwrap((await api.request(WithdrawApprovalDocument, { planId })).withdrawApproval);
+  const status = await loadGate(api, planId);
+  if (options.json) json(io, { approval, gate: status });
+  else io.out(`Withdrew ${approval.user.name}'s approval of plan ${planId} (${when(approval.withdrawnAt!)}).\n${gateText(status)}`);
   return EXIT.ok;
 };
 
@@ -498,4 +511,4 @@ const vote: Command = async ({ api, args, options, io }) => {
   return EXIT.ok;
 };
 
-const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, reserve, release, apply, watch, inbox, vote };
+const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, withdraw, reserve, release, apply, watch, inbox, vote };
