@@ -6,6 +6,9 @@
 import { createClient, type Client } from "graphql-ws/client";
 import {
   ApprovePlanDocument,
+  PlanDetailDocument,
+  WithdrawApprovalDocument,
+  type PlanDetailQuery,
   ReleaseReservationDocument,
   ReserveWorkspaceDocument,
   ViewerDocument,
@@ -34,7 +37,11 @@ interface State {
   pickedRole: Map<string, string>;
   busy: Set<string>;
   live: "connecting" | "live" | "reconnecting" | "offline";
+  /** The plan page (`#plan/<id>`): the plan and its gate, re-read on every change to its workspace. */
+  detail: { planId: string; gate: PlanDetailQuery["gate"] | null; loaded: boolean } | null;
 }
+
+type PlanDetail = NonNullable<PlanDetailQuery["gate"]>;
 
 const state: State = {
   token: null,
@@ -44,6 +51,7 @@ const state: State = {
   pickedRole: new Map(),
   busy: new Set(),
   live: "connecting",
+  detail: null,
 };
 
 let ws: Client | null = null;
@@ -138,12 +146,34 @@ function watchWorkspace(id: string): void {
         renderWorkspace(id);
         // Reservations and the open-plan list live on the workspace: re-read it on every change.
         void refetchWorkspace(id).catch((error: Error) => toast(error.message));
+        if (state.detail?.gate?.workspaceId === id) void refetchDetail(state.detail.planId).catch((error: Error) => toast(error.message));
       },
       error: (error) => toast(`Live updates for a workspace stopped: ${(error as Error).message ?? "connection error"}`),
       complete: () => {},
     },
   );
   unsubscribers.push(stop);
+}
+
+/** Re-read the open plan page (coalesced like the workspaces: a change mid-read gets its own read). */
+const refetchDetail = coalesced(async (planId: string) => {
+  const { gate } = await request(PlanDetailDocument, { planId });
+  if (state.detail?.planId !== planId) return;
+  state.detail = { planId, gate, loaded: true };
+  renderDetail();
+});
+
+function openDetailFromHash(): void {
+  const match = /^#plan\/([^/]+)$/.exec(location.hash);
+  const planId = match ? decodeURIComponent(match[1]!) : null;
+  if (!planId) {
+    state.detail = null;
+    renderDetail();
+    return;
+  }
+  if (state.detail?.planId !== planId) state.detail = { planId, gate: null, loaded: false };
+  renderDetail();
+  void refetchDetail(planId).catch((error: Error) => toast(error.message));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +183,7 @@ async function act(key: string, action: () => Promise<unknown>, workspaceId: str
   if (state.busy.has(key)) return;
   state.busy.add(key);
   renderWorkspace(workspaceId);
+  renderDetail();
   try {
     await action();
     toast(done, "ok");
@@ -161,11 +192,21 @@ async function act(key: string, action: () => Promise<unknown>, workspaceId: str
   } finally {
     state.busy.delete(key);
     await refetchWorkspace(workspaceId).catch(() => {});
+    if (state.detail) await refetchDetail(state.detail.planId).catch(() => {});
   }
 }
 
 function approve(workspaceId: string, planId: string): Promise<void> {
   return act(`approve:${planId}`, async () => unwrap((await request(ApprovePlanDocument, { planId })).approvePlan), workspaceId, "Approved.");
+}
+
+function withdraw(workspaceId: string, planId: string): Promise<void> {
+  return act(
+    `withdraw:${planId}`,
+    async () => unwrap((await request(WithdrawApprovalDocument, { planId })).withdrawApproval),
+    workspaceId,
+    "Approval withdrawn.",
+  );
 }
 
 function reserve(workspaceId: string, roleId: string | null): Promise<void> {
@@ -243,7 +284,7 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
   const plan = workspace.openPlans.find((p) => p.id === planId);
   const status = gate?.planStatus ?? plan?.status ?? "PLANNED";
   const passed = gate?.passed ?? false;
-  const approvedByMe = plan?.approvals.some((a) => a.user.id === state.viewer?.id) ?? false;
+  const approvedByMe = plan?.approvals.some((a) => a.user.id === state.viewer?.id && !a.withdrawnAt) ?? false;
   const busy = state.busy.has(`approve:${planId}`);
   const lines = gate ? explainGate(gate) : [];
   return h(
@@ -252,7 +293,7 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
     h(
       "header",
       {},
-      h("code", { class: "plan-id", title: planId }, planId.slice(0, 8)),
+      h("a", { class: "plan-id", href: `#plan/${encodeURIComponent(planId)}`, title: planId, "data-action": "details" }, h("code", {}, planId.slice(0, 8))),
       h("span", { class: "status", "data-testid": "plan-status" }, status.toLowerCase()),
       plan && h("span", { class: "meta" }, `${plan.changeCount} change${plan.changeCount === 1 ? "" : "s"} · by ${plan.submittedBy.name} · ${time(plan.createdAt)}`),
       h("span", { class: `verdict ${passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate ? (passed ? "PASSED" : "NOT PASSED") : "…"),
@@ -274,10 +315,135 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
         "div",
         { class: "actions" },
         approvedByMe
-          ? h("span", { class: "mine" }, "You approved")
+          ? h(
+              "span",
+              { class: "mine-actions" },
+              h("span", { class: "mine" }, "You approved"),
+              withdrawButton(workspace.id, planId),
+            )
           : h("button", { type: "button", "data-action": "approve", disabled: busy, onclick: () => void approve(workspace.id, planId) }, busy ? "Approving…" : "Approve"),
       ),
   );
+}
+
+function withdrawButton(workspaceId: string, planId: string): HTMLElement {
+  const busy = state.busy.has(`withdraw:${planId}`);
+  return h(
+    "button",
+    { type: "button", class: "small", "data-action": "withdraw", disabled: busy, onclick: () => void withdraw(workspaceId, planId) },
+    busy ? "Withdrawing…" : "Withdraw",
+  );
+}
+
+function countText(c: PlanDetail["evaluation"]["changes"][number]): string {
+  return c.onBaseline ? `on the baseline (${c.effectiveCount})` : String(c.effectiveCount);
+}
+
+/** The plan page: its changes with what governs each, its approvals, its gate (live or stored). */
+function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): HTMLElement {
+  const close = h("a", { href: "#", class: "link", "data-action": "close-detail" }, "← All workspaces");
+  if (!gate) {
+    return h("section", { id: "plan-detail", class: "detail", "data-plan-id": planId }, close, h("p", { class: "none" }, loaded ? "No such plan, or you cannot read it." : "Loading…"));
+  }
+  const plan = gate.plan;
+  const lines = explainGate(gate);
+  const mine = plan.approvals.find((a) => a.user.id === state.viewer?.id && !a.withdrawnAt);
+  const planned = plan.status === "PLANNED";
+  const approving = state.busy.has(`approve:${planId}`);
+  return h(
+    "section",
+    { id: "plan-detail", class: `detail ${gate.passed ? "passed" : "held"}`, "data-plan-id": planId, "data-version": String(gate.version) },
+    close,
+    h(
+      "header",
+      {},
+      h("h2", {}, `Plan ${planId.slice(0, 8)} on ${plan.workspace.name}`),
+      h("span", { class: "status", "data-testid": "plan-status" }, plan.status.toLowerCase()),
+      h("span", { class: `verdict ${gate.passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate.passed ? "PASSED" : "NOT PASSED"),
+    ),
+    h(
+      "p",
+      { class: "meta" },
+      `Submitted by ${plan.submittedBy.name}, ${time(plan.createdAt)}`,
+      plan.targeted ? " · targeted" : "",
+      plan.applyStartedBy && plan.applyStartedAt ? ` · apply started by ${plan.applyStartedBy.name}, ${time(plan.applyStartedAt)}` : "",
+      plan.finishedAt ? ` · finished ${time(plan.finishedAt)}` : "",
+      plan.discardReason ? ` · ${plan.discardReason}` : "",
+    ),
+    h(
+      "p",
+      { class: "source", "data-testid": "gate-source" },
+      gate.source === "STORED"
+        ? `Stored evaluation: what the gate required when the apply started (version ${gate.version}, ${time(gate.evaluatedAt)}).`
+        : `Evaluated now (version ${gate.version}).`,
+    ),
+    h("h3", {}, `Resource changes (${gate.evaluation.changes.length})`),
+    h(
+      "table",
+      { class: "changes" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Address"), h("th", {}, "Action"), h("th", {}, "Governed by"), h("th", {}, "Approvals needed"))),
+      h(
+        "tbody",
+        {},
+        ...gate.evaluation.changes.map((c) =>
+          h(
+            "tr",
+            { "data-address": c.address },
+            h("td", {}, h("code", {}, c.address)),
+            h("td", { class: `action ${c.action.toLowerCase()}` }, c.action.toLowerCase()),
+            h("td", {}, c.governedBy.length ? c.governedBy.map((p) => `${p.policyName} (${p.auto ? "Auto" : p.count})`).join(", ") : "no policy"),
+            h("td", { class: "count" }, countText(c)),
+          ),
+        ),
+      ),
+    ),
+    h("h3", {}, "Approvals"),
+    plan.approvals.length
+      ? h(
+          "ul",
+          { class: "approvals" },
+          ...plan.approvals.map((a) =>
+            h(
+              "li",
+              { "data-approval-id": a.id, class: a.withdrawnAt ? "withdrawn" : "active" },
+              h("strong", {}, a.user.name),
+              h("span", { class: "meta" }, ` approved ${time(a.approvedAt)}`),
+              a.withdrawnAt ? h("span", { class: "badge withdrawn" }, ` withdrawn ${time(a.withdrawnAt)}${a.withdrawnBy ? ` by ${a.withdrawnBy.name}` : ""}`) : null,
+              planned && mine?.id === a.id ? withdrawButton(plan.workspace.id, planId) : null,
+            ),
+          ),
+        )
+      : h("p", { class: "none" }, "None yet"),
+    planned &&
+      !mine &&
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", "data-action": "approve", disabled: approving, onclick: () => void approve(plan.workspace.id, planId) }, approving ? "Approving…" : "Approve"),
+      ),
+    h("h3", {}, "Gate"),
+    h(
+      "ul",
+      { class: "explain" },
+      ...lines.map((l) =>
+        h(
+          "li",
+          { class: l.kind },
+          h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
+          h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
+        ),
+      ),
+    ),
+  );
+}
+
+function renderDetail(): void {
+  const host = document.getElementById("detail");
+  if (!host) return;
+  const d = state.detail;
+  host.replaceChildren(...(d ? [detailView(d.planId, d.gate, d.loaded)] : []));
+  host.hidden = !d;
+  $("workspaces").hidden = Boolean(d);
 }
 
 function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
@@ -398,6 +564,8 @@ function signOut(): void {
   ws = null;
   state.workspaces.clear();
   state.gates.clear();
+  state.detail = null;
+  renderDetail();
   showSignIn();
 }
 
@@ -418,9 +586,13 @@ async function start(token: string): Promise<void> {
   await loadWorkspaces();
   renderAll();
   for (const id of state.workspaces.keys()) watchWorkspace(id);
+  openDetailFromHash();
 }
 
 function init(): void {
+  window.addEventListener("hashchange", () => {
+    if (state.token) openDetailFromHash();
+  });
   const form = $("signin-form") as HTMLFormElement;
   form.addEventListener("submit", (event) => {
     event.preventDefault();

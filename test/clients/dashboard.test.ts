@@ -9,7 +9,8 @@ import { fileURLToPath } from "node:url";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
-import { approveAs, reserveFor, seedGate, type GateSeed } from "./seed.js";
+import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
+import { ApplyPlanDocument, ReportPlanResultDocument } from "../../src/generated/graphql/graphql.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const OUTPUT = fileURLToPath(new URL("../../test-output/", import.meta.url));
@@ -136,6 +137,81 @@ describe("the live gate dashboard", { timeout: 60_000 }, () => {
     await page.fill("#token", "cs_not-a-token");
     await page.click("#signin-form button[type=submit]");
     await poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
+    await page.close();
+  });
+});
+
+describe("the plan page", { timeout: 90_000 }, () => {
+  let s: GateSeed;
+  let policyName: string;
+  beforeAll(async () => {
+    s = await seedGate(t, { approverName: `Pat ${process.pid}` });
+    policyName = `databases-${process.pid}`;
+    const res = await t.gql<{ createResourcePolicy: { __typename: string; message?: string } }>(
+      `mutation($input: CreateResourcePolicyInput!) { createResourcePolicy(input: $input) { __typename ... on Error { message } } }`,
+      { input: { name: policyName, workspaceIds: [s.workspaceId], addressPatterns: ["aws_db_instance.*"], requirements: [{ action: "DELETE", count: 2 }] } },
+      s.admin.token,
+    );
+    expect(res.data.createResourcePolicy.__typename).toBe("MutationCreateResourcePolicySuccess");
+    await approveAs(t, s.planId, s.approver.token);
+  });
+
+  it("shows every change with its action, governing policies and count or the baseline, the approvals, and withdraws the viewer's own", async () => {
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.approver.token)}#plan/${s.planId}`);
+    const detail = page.locator(`#plan-detail[data-plan-id="${s.planId}"]`);
+    await poll(() => detail.locator("[data-testid=gate-verdict]").textContent()).toBe("NOT PASSED");
+    await poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    const db = detail.locator('tr[data-address="aws_db_instance.main"]');
+    const bucket = detail.locator('tr[data-address="aws_s3_bucket.logs"]');
+    expect(await db.innerText()).toContain("delete");
+    expect(await db.innerText()).toContain(`${policyName} (2)`);
+    expect(await db.locator("td.count").textContent()).toBe("2");
+    expect(await bucket.innerText()).toContain("create");
+    expect(await bucket.innerText()).toContain("no policy");
+    expect(await bucket.locator("td.count").textContent()).toBe("on the baseline (1)");
+    const approvals = detail.locator("ul.approvals li");
+    await poll(() => approvals.count()).toBe(1);
+    expect(await approvals.first().innerText()).toContain(s.approver.name);
+    await screenshot(page, "plan-detail.png");
+
+    await detail.locator("button[data-action=withdraw]").click();
+    await poll(() => detail.locator("ul.approvals li.withdrawn").count()).toBe(1);
+    expect(await detail.locator("ul.approvals li.withdrawn").innerText()).toContain("withdrawn");
+    await poll(() => detail.locator("button[data-action=withdraw]").count()).toBe(0);
+    await poll(() => detail.locator("button[data-action=approve]").count()).toBe(1);
+    await screenshot(page, "plan-detail-withdrawn.png");
+
+    // Approving again adds a new approval beside the withdrawn one.
+    await detail.locator("button[data-action=approve]").click();
+    await poll(() => detail.locator("ul.approvals li.active").count()).toBe(1);
+    expect(await detail.locator("ul.approvals li").count()).toBe(2);
+    await poll(() => detail.locator("button[data-action=withdraw]").count()).toBe(1);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("an applied plan shows the stored evaluation that allowed its apply", async () => {
+    // A second approval (the admin) meets the policy's 2; the admin applies; the runner reports.
+    await approveAs(t, s.planId, s.admin.token);
+    const applied = (await op(t, ApplyPlanDocument, { planId: s.planId }, s.admin.token)).applyPlan;
+    expect(applied.__typename).toBe("MutationApplyPlanSuccess");
+    const reported = (await op(t, ReportPlanResultDocument, { input: { planId: s.planId, outcome: "APPLIED" } }, s.runner.token)).reportPlanResult;
+    expect(reported.__typename).toBe("MutationReportPlanResultSuccess");
+
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}#plan/${s.planId}`);
+    const detail = page.locator(`#plan-detail[data-plan-id="${s.planId}"]`);
+    await poll(() => detail.locator("[data-testid=plan-status]").textContent()).toBe("applied");
+    expect(await detail.locator("[data-testid=gate-verdict]").textContent()).toBe("PASSED");
+    expect(await detail.locator("[data-testid=gate-source]").textContent()).toContain("Stored evaluation");
+    expect(await detail.innerText()).toContain("apply started by Admin");
+    expect(await detail.locator('tr[data-address="aws_db_instance.main"] td.count').textContent()).toBe("2");
+    expect(await detail.locator("ul.approvals li").count()).toBe(3);
+    expect(await detail.locator("ul.approvals li.withdrawn").count()).toBe(1);
+    expect(await detail.locator("button[data-action=withdraw]").count()).toBe(0);
+    await screenshot(page, "plan-detail-applied.png");
+    expect(problems).toEqual([]);
     await page.close();
   });
 });
