@@ -7,6 +7,9 @@ import { createClient, type Client } from "graphql-ws/client";
 import {
   ApprovePlanDocument,
   PlanDetailDocument,
+  VoteOnApprovalRequestDocument,
+  WatchApprovalInboxDocument,
+  type ApprovalRequestFieldsFragment,
   WithdrawApprovalDocument,
   type PlanDetailQuery,
   ReleaseReservationDocument,
@@ -39,6 +42,8 @@ interface State {
   live: "connecting" | "live" | "reconnecting" | "offline";
   /** The plan page (`#plan/<id>`): the plan and its gate, re-read on every change to its workspace. */
   detail: { planId: string; gate: PlanDetailQuery["gate"] | null; loaded: boolean } | null;
+  /** Held tool calls the viewer may decide now (the reviewer view: never the call's arguments); null until the first push. */
+  inbox: ApprovalRequestFieldsFragment[] | null;
 }
 
 type PlanDetail = NonNullable<PlanDetailQuery["gate"]>;
@@ -52,6 +57,7 @@ const state: State = {
   busy: new Set(),
   live: "connecting",
   detail: null,
+  inbox: null,
 };
 
 let ws: Client | null = null;
@@ -176,6 +182,27 @@ function openDetailFromHash(): void {
   void refetchDetail(planId).catch((error: Error) => toast(error.message));
 }
 
+/** The held-tool-call inbox: the first push is the current inbox, then one per change to it. */
+function watchInbox(): void {
+  const stop = socket().subscribe<{ approvalInbox: { requests: ApprovalRequestFieldsFragment[] } }>(
+    { query: WatchApprovalInboxDocument.toString(), variables: { workspaceId: null } },
+    {
+      next: (message) => {
+        const update = message.data?.approvalInbox;
+        if (!update) {
+          if (message.errors?.length) toast(message.errors.map((e) => e.message).join("; "));
+          return;
+        }
+        state.inbox = update.requests;
+        renderInbox();
+      },
+      error: (error) => toast(`Live updates for the inbox stopped: ${(error as Error).message ?? "connection error"}`),
+      complete: () => {},
+    },
+  );
+  unsubscribers.push(stop);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Actions
 
@@ -198,6 +225,25 @@ async function act(key: string, action: () => Promise<unknown>, workspaceId: str
 
 function approve(workspaceId: string, planId: string): Promise<void> {
   return act(`approve:${planId}`, async () => unwrap((await request(ApprovePlanDocument, { planId })).approvePlan), workspaceId, "Approved.");
+}
+
+async function vote(r: ApprovalRequestFieldsFragment, decision: "APPROVE" | "DENY"): Promise<void> {
+  const key = `vote:${r.id}`;
+  if (state.busy.has(key)) return;
+  state.busy.add(key);
+  renderInbox();
+  try {
+    unwrap(
+      (await request(VoteOnApprovalRequestDocument, { input: { requestId: r.id, decision, expectedRevision: r.revision, comment: null } }))
+        .voteOnApprovalRequest,
+    );
+    toast(decision === "APPROVE" ? "Approved." : "Denied.", "ok");
+  } catch (error) {
+    toast((error as Error).message);
+  } finally {
+    state.busy.delete(key);
+    renderInbox();
+  }
 }
 
 function withdraw(workspaceId: string, planId: string): Promise<void> {
@@ -437,6 +483,44 @@ function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): H
   );
 }
 
+function requestView(r: ApprovalRequestFieldsFragment): HTMLElement {
+  const tool = r.logicalTool && r.logicalTool !== r.tool ? `${r.logicalTool} → ${r.tool}` : r.tool;
+  const tallies = r.quorum.rules.map((q) => `${q.approvals}/${q.count}`).join(", ");
+  const busy = state.busy.has(`vote:${r.id}`);
+  return h(
+    "li",
+    { class: "request", "data-request-id": r.id },
+    h("div", {}, h("code", {}, tool), h("span", { class: "meta" }, ` ${r.environment}${r.workspaceName ? ` on ${r.workspaceName}` : ""}`)),
+    h(
+      "div",
+      { class: "meta" },
+      `${r.agentKeyName ? `agent ${r.agentKeyName} · ` : ""}${r.connectionName ? `connection ${r.connectionName} · ` : ""}quorum ${r.quorum.state.toLowerCase()}${tallies ? ` (${tallies})` : ""} · expires ${time(r.expiresAt)}${r.amountUsd != null ? ` · $${r.amountUsd}` : ""}`,
+    ),
+    ...r.votes.map((v) => h("div", { class: "meta" }, `${v.decision.toLowerCase()} by ${v.reviewer.name}${v.comment ? `: ${v.comment}` : ""}`)),
+    r.viewerCanVote &&
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", "data-action": "vote-approve", disabled: busy, onclick: () => void vote(r, "APPROVE") }, "Approve"),
+        h("button", { type: "button", "data-action": "vote-deny", class: "deny", disabled: busy, onclick: () => void vote(r, "DENY") }, "Deny"),
+      ),
+  );
+}
+
+function renderInbox(): void {
+  const host = document.getElementById("inbox");
+  if (!host) return;
+  const requests = state.inbox;
+  host.replaceChildren(
+    h("h3", {}, requests?.length ? `Held tool calls waiting for you (${requests.length})` : "Held tool calls waiting for you"),
+    requests === null
+      ? h("p", { class: "none" }, "…")
+      : requests.length
+        ? h("ul", { class: "requests" }, ...requests.map(requestView))
+        : h("p", { class: "none" }, "Nothing waits for your decision."),
+  );
+}
+
 function renderDetail(): void {
   const host = document.getElementById("detail");
   if (!host) return;
@@ -565,6 +649,7 @@ function signOut(): void {
   state.workspaces.clear();
   state.gates.clear();
   state.detail = null;
+  state.inbox = null;
   renderDetail();
   showSignIn();
 }
@@ -586,6 +671,8 @@ async function start(token: string): Promise<void> {
   await loadWorkspaces();
   renderAll();
   for (const id of state.workspaces.keys()) watchWorkspace(id);
+  renderInbox();
+  watchInbox();
   openDetailFromHash();
 }
 

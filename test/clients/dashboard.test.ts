@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
 import { ApplyPlanDocument, ReportPlanResultDocument } from "../../src/generated/graphql/graphql.js";
+import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const OUTPUT = fileURLToPath(new URL("../../test-output/", import.meta.url));
@@ -213,6 +214,57 @@ describe("the plan page", { timeout: 90_000 }, () => {
     await screenshot(page, "plan-detail-applied.png");
     expect(problems).toEqual([]);
     await page.close();
+  });
+});
+
+describe("the held-tool-call inbox", { timeout: 90_000 }, () => {
+  let w: World;
+  let worldUrl: string;
+  beforeAll(async () => {
+    w = await createWorld();
+    worldUrl = await w.t.listen();
+  });
+  afterAll(() => w?.close());
+
+  it("a held call appears live for its reviewers, without its arguments; approve and deny decide it from the page", async () => {
+    const [first, second] = w.reviewers;
+    const { page, problems } = await newPage();
+    await page.goto(`${worldUrl}/?token=${encodeURIComponent(first!.token)}`);
+    const inbox = page.locator("#inbox");
+    await poll(() => inbox.innerText()).toContain("Nothing waits for your decision.");
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
+
+    const approveId = await heldAndFiled(w, { repo: "acme/secret-arg-one" });
+    const item = inbox.locator(`li.request[data-request-id="${approveId}"]`);
+    await poll(() => item.count()).toBe(1);
+    const text = await item.innerText();
+    expect(text).toContain("github.delete_repo");
+    expect(text).toContain("payments-prod");
+    // The reviewer view: the call's arguments never reach the page.
+    expect(await page.content()).not.toContain("secret-arg-one");
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
+    await screenshot(page, "inbox.png");
+
+    await item.locator("button[data-action=vote-approve]").click();
+    // Voted: it leaves this reviewer's inbox (the second reviewer still has it).
+    await poll(() => item.count()).toBe(0);
+    const check = await w.t.db.prisma.vote.findMany({ where: { requestId: approveId } });
+    expect(check.map((v) => [v.userId, v.decision.toLowerCase()])).toEqual([[first!.userId, "approve"]]);
+
+    const denyId = await heldAndFiled(w, { repo: "acme/secret-arg-two" });
+    const page2 = await newPage();
+    await page2.page.goto(`${worldUrl}/?token=${encodeURIComponent(second!.token)}`);
+    const denyItem = page2.page.locator(`#inbox li.request[data-request-id="${denyId}"]`);
+    await poll(() => denyItem.count()).toBe(1);
+    await denyItem.locator("button[data-action=vote-deny]").click();
+    await poll(() => denyItem.count()).toBe(0);
+    await poll(async () => (await w.t.db.prisma.approvalRequest.findUniqueOrThrow({ where: { id: denyId } })).status).toBe("rejected");
+    // The denied request left the first reviewer's inbox too, live.
+    await poll(() => inbox.locator(`li.request[data-request-id="${denyId}"]`).count()).toBe(0);
+    expect(await page2.page.content()).not.toContain("secret-arg-two");
+    expect([...problems, ...page2.problems]).toEqual([]);
+    await page.close();
+    await page2.page.close();
   });
 });
 
