@@ -9,6 +9,7 @@ import {
   PlanDetailDocument,
   VoteOnApprovalRequestDocument,
   WatchApprovalInboxDocument,
+  WatchWorkspacesChangedDocument,
   type ApprovalRequestFieldsFragment,
   WithdrawApprovalDocument,
   type PlanDetailQuery,
@@ -180,6 +181,62 @@ function openDetailFromHash(): void {
   if (state.detail?.planId !== planId) state.detail = { planId, gate: null, loaded: false };
   renderDetail();
   void refetchDetail(planId).catch((error: Error) => toast(error.message));
+}
+
+/** Workspaces the page shows, each with its workspaceGates subscription (started once). */
+const watched = new Set<string>();
+
+function ensureWatched(id: string): void {
+  if (watched.has(id) || !state.workspaces.has(id)) return;
+  watched.add(id);
+  watchWorkspace(id);
+}
+
+/**
+ * New workspaces (and anything else changed on one) without a reload: an id the page does not
+ * know is read and watched; no ids means permissions changed, so the whole list is re-read.
+ */
+function watchWorkspaceList(): void {
+  const stop = socket().subscribe<{ workspacesChanged: { workspaceIds: string[]; reason: string } }>(
+    { query: WatchWorkspacesChangedDocument.toString(), variables: {} },
+    {
+      next: (message) => {
+        const update = message.data?.workspacesChanged;
+        if (!update) return;
+        if (update.workspaceIds.length === 0) {
+          void reloadWorkspaceList().catch((error: Error) => toast(error.message));
+          return;
+        }
+        for (const id of update.workspaceIds) {
+          if (state.workspaces.has(id)) continue;
+          void refetchWorkspace(id)
+            .then(() => {
+              dropEmptyNote();
+              ensureWatched(id);
+            })
+            .catch((error: Error) => toast(error.message));
+        }
+      },
+      error: (error) => toast(`Live updates for the workspace list stopped: ${(error as Error).message ?? "connection error"}`),
+      complete: () => {},
+    },
+  );
+  unsubscribers.push(stop);
+}
+
+async function reloadWorkspaceList(): Promise<void> {
+  const before = new Set(state.workspaces.keys());
+  await loadWorkspaces();
+  for (const id of before) if (!state.workspaces.has(id)) renderWorkspace(id);
+  dropEmptyNote();
+  for (const id of state.workspaces.keys()) {
+    renderWorkspace(id);
+    ensureWatched(id);
+  }
+}
+
+function dropEmptyNote(): void {
+  document.querySelector("#workspaces > p.none")?.remove();
 }
 
 /** The held-tool-call inbox: the first push is the current inbox, then one per change to it. */
@@ -650,6 +707,7 @@ function signOut(): void {
   state.gates.clear();
   state.detail = null;
   state.inbox = null;
+  watched.clear();
   renderDetail();
   showSignIn();
 }
@@ -668,9 +726,11 @@ async function start(token: string): Promise<void> {
   sessionStorage.setItem(TOKEN_KEY, token);
   $("signin").hidden = true;
   $("main").hidden = false;
+  // Subscribed before the list is read, so a workspace created meanwhile is not missed.
+  watchWorkspaceList();
   await loadWorkspaces();
   renderAll();
-  for (const id of state.workspaces.keys()) watchWorkspace(id);
+  for (const id of state.workspaces.keys()) ensureWatched(id);
   renderInbox();
   watchInbox();
   openDetailFromHash();

@@ -10,7 +10,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
-import { ApplyPlanDocument, ReportPlanResultDocument } from "../../src/generated/graphql/graphql.js";
+import { ApplyPlanDocument, CreateWorkspaceDocument, ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
 import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -138,6 +138,42 @@ describe("the live gate dashboard", { timeout: 60_000 }, () => {
     await page.fill("#token", "cs_not-a-token");
     await page.click("#signin-form button[type=submit]");
     await poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
+    await page.close();
+  });
+});
+
+describe("the workspace list, live", { timeout: 90_000 }, () => {
+  it("a new workspace and a new plan on it appear without a reload; another organization's never do", async () => {
+    const s = await seedGate(t);
+    const other = await seedGate(t);
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}`);
+    await poll(() => page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`).count()).toBe(1);
+    await poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
+
+    const stackId = (await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: s.workspaceId } })).stackId;
+    const name = `checkout-${process.pid}-live`;
+    const created = (await op(t, CreateWorkspaceDocument, { input: { stackId, name, environment: "staging", requiredApprovals: 0 } }, s.admin.token)).createWorkspace;
+    expect(created.__typename).toBe("MutationCreateWorkspaceSuccess");
+    const card = page.locator(`section.workspace[data-workspace="${name}"]`);
+    await poll(() => card.count()).toBe(1);
+
+    const submitted = (
+      await op(t, SubmitPlanDocument, { input: { workspaceId: (created as { data: { id: string } }).data.id, changes: [{ address: "aws_sqs_queue.orders", action: "CREATE" }] } }, s.runner.token)
+    ).submitPlan as { data: { id: string } };
+    await poll(() => card.locator(`article.plan[data-plan-id="${submitted.data.id}"]`).count()).toBe(1);
+    // Another organization's new workspace is never shown.
+    const otherStack = (await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: other.workspaceId } })).stackId;
+    const otherName = `elsewhere-${process.pid}`;
+    await op(t, CreateWorkspaceDocument, { input: { stackId: otherStack, name: otherName, environment: "prod", requiredApprovals: 0 } }, other.admin.token);
+    const probe = `probe-${process.pid}`;
+    await op(t, CreateWorkspaceDocument, { input: { stackId, name: probe, environment: "dev", requiredApprovals: 0 } }, s.admin.token);
+    await poll(() => page.locator(`section.workspace[data-workspace="${probe}"]`).count()).toBe(1);
+    expect(await page.locator(`section.workspace[data-workspace="${otherName}"]`).count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(9);
+    await screenshot(page, "dashboard-live-list.png");
+    expect(problems).toEqual([]);
     await page.close();
   });
 });

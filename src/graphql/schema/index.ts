@@ -12,6 +12,7 @@ import "./workspace.js";
 import "./plan.js";
 import "./reservation.js";
 import "./resource-policy.js";
+import "./workspace-live.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 
