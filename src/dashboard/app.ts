@@ -10,6 +10,8 @@ import {
   VoteOnApprovalRequestDocument,
   WatchApprovalInboxDocument,
   WatchWorkspacesChangedDocument,
+  WorkspaceHistoryDocument,
+  type WorkspaceHistoryQuery,
   type ApprovalRequestFieldsFragment,
   WithdrawApprovalDocument,
   type PlanDetailQuery,
@@ -43,6 +45,8 @@ interface State {
   live: "connecting" | "live" | "reconnecting" | "offline";
   /** The plan page (`#plan/<id>`): the plan and its gate, re-read on every change to its workspace. */
   detail: { planId: string; gate: PlanDetailQuery["gate"] | null; loaded: boolean } | null;
+  /** A workspace's history (`#history/<id>`), re-read on every change to the workspace. */
+  history: { workspaceId: string; workspace: WorkspaceHistoryQuery["workspace"] | null; loaded: boolean } | null;
   /** Held tool calls the viewer may decide now (the reviewer view: never the call's arguments); null until the first push. */
   inbox: ApprovalRequestFieldsFragment[] | null;
 }
@@ -58,6 +62,7 @@ const state: State = {
   busy: new Set(),
   live: "connecting",
   detail: null,
+  history: null,
   inbox: null,
 };
 
@@ -154,6 +159,7 @@ function watchWorkspace(id: string): void {
         // Reservations and the open-plan list live on the workspace: re-read it on every change.
         void refetchWorkspace(id).catch((error: Error) => toast(error.message));
         if (state.detail?.gate?.workspaceId === id) void refetchDetail(state.detail.planId).catch((error: Error) => toast(error.message));
+        if (state.history?.workspaceId === id) void refetchHistory(id).catch((error: Error) => toast(error.message));
       },
       error: (error) => toast(`Live updates for a workspace stopped: ${(error as Error).message ?? "connection error"}`),
       complete: () => {},
@@ -170,7 +176,24 @@ const refetchDetail = coalesced(async (planId: string) => {
   renderDetail();
 });
 
+const refetchHistory = coalesced(async (workspaceId: string) => {
+  const { workspace } = await request(WorkspaceHistoryDocument, { id: workspaceId, first: 50 });
+  if (state.history?.workspaceId !== workspaceId) return;
+  state.history = { workspaceId, workspace, loaded: true };
+  renderDetail();
+});
+
 function openDetailFromHash(): void {
+  const history = /^#history\/([^/]+)$/.exec(location.hash);
+  if (history) {
+    const workspaceId = decodeURIComponent(history[1]!);
+    state.detail = null;
+    if (state.history?.workspaceId !== workspaceId) state.history = { workspaceId, workspace: null, loaded: false };
+    renderDetail();
+    void refetchHistory(workspaceId).catch((error: Error) => toast(error.message));
+    return;
+  }
+  state.history = null;
   const match = /^#plan\/([^/]+)$/.exec(location.hash);
   const planId = match ? decodeURIComponent(match[1]!) : null;
   if (!planId) {
@@ -578,13 +601,76 @@ function renderInbox(): void {
   );
 }
 
+type HistoryWorkspace = NonNullable<WorkspaceHistoryQuery["workspace"]>;
+
+/** A workspace's history: its finished plans (who approved, who applied, how it ended) and released reservations. */
+function historyView(workspaceId: string, w: HistoryWorkspace | null, loaded: boolean): HTMLElement {
+  const close = h("a", { href: "#", class: "link", "data-action": "close-detail" }, "← All workspaces");
+  if (!w) {
+    return h("section", { id: "history", class: "detail", "data-workspace-id": workspaceId }, close, h("p", { class: "none" }, loaded ? "No such workspace, or you cannot read it." : "Loading…"));
+  }
+  const finished = w.plans.edges.map((e) => e.node).filter((p) => p.status !== "PLANNED" && p.status !== "APPLYING");
+  const released = w.reservations.filter((r) => !r.active);
+  return h(
+    "section",
+    { id: "history", class: "detail history", "data-workspace-id": workspaceId },
+    close,
+    h("header", {}, h("h2", {}, `History of ${w.name}`)),
+    h("h3", {}, `Finished plans (${finished.length})`),
+    finished.length
+      ? h(
+          "table",
+          { class: "changes" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Plan"), h("th", {}, "Outcome"), h("th", {}, "Approved by"), h("th", {}, "Applied by"), h("th", {}, "Finished"))),
+          h(
+            "tbody",
+            {},
+            ...finished.map((p) => {
+              const active = p.approvals.filter((a) => !a.withdrawnAt).map((a) => a.user.name);
+              const withdrawn = p.approvals.filter((a) => a.withdrawnAt).map((a) => `${a.user.name} (withdrawn)`);
+              return h(
+                "tr",
+                { "data-plan-id": p.id },
+                h("td", {}, h("a", { href: `#plan/${encodeURIComponent(p.id)}` }, h("code", {}, p.id.slice(0, 8))), h("span", { class: "meta" }, ` ${p.changeCount} change${p.changeCount === 1 ? "" : "s"}`)),
+                h("td", { class: `outcome ${p.status.toLowerCase()}` }, p.status.toLowerCase() + (p.discardReason ? ` (${p.discardReason})` : "")),
+                h("td", { class: "approved-by" }, [...active, ...withdrawn].join(", ") || "nobody"),
+                h("td", { class: "applied-by" }, p.applyStartedBy ? `${p.applyStartedBy.name}${p.applyStartedAt ? `, ${time(p.applyStartedAt)}` : ""}` : "—"),
+                h("td", {}, p.finishedAt ? time(p.finishedAt) : "—"),
+              );
+            }),
+          ),
+        )
+      : h("p", { class: "none" }, "None yet"),
+    h("h3", {}, `Released reservations (${released.length})`),
+    released.length
+      ? h(
+          "ul",
+          { class: "released" },
+          ...released.map((r) =>
+            h(
+              "li",
+              { "data-reservation-id": r.id },
+              h("strong", {}, holder(r)),
+              h(
+                "span",
+                { class: "meta" },
+                ` placed by ${r.placedBy.name}, ${time(r.placedAt)} · released${r.releasedBy ? ` by ${r.releasedBy.name}` : ""}${r.releasedAt ? `, ${time(r.releasedAt)}` : ""}${r.releaseReason ? ` (${r.releaseReason})` : ""}`,
+              ),
+            ),
+          ),
+        )
+      : h("p", { class: "none" }, "None"),
+  );
+}
+
 function renderDetail(): void {
   const host = document.getElementById("detail");
   if (!host) return;
   const d = state.detail;
-  host.replaceChildren(...(d ? [detailView(d.planId, d.gate, d.loaded)] : []));
-  host.hidden = !d;
-  $("workspaces").hidden = Boolean(d);
+  const hist = state.history;
+  host.replaceChildren(...(d ? [detailView(d.planId, d.gate, d.loaded)] : hist ? [historyView(hist.workspaceId, hist.workspace, hist.loaded)] : []));
+  host.hidden = !d && !hist;
+  $("workspaces").hidden = Boolean(d || hist);
 }
 
 function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
@@ -612,6 +698,7 @@ function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
       h("span", { class: `env env-${w.environment}` }, w.environment),
       h("span", { class: "meta" }, `${w.stack ? `stack ${w.stack.name} · ` : ""}baseline ${w.requiredApprovals}`),
       w.frozen && h("span", { class: "badge frozen" }, "frozen"),
+      h("a", { href: `#history/${encodeURIComponent(w.id)}`, class: "history-link", "data-action": "history" }, "History"),
     ),
     h(
       "div",
@@ -706,6 +793,7 @@ function signOut(): void {
   state.workspaces.clear();
   state.gates.clear();
   state.detail = null;
+  state.history = null;
   state.inbox = null;
   watched.clear();
   renderDetail();

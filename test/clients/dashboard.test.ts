@@ -10,7 +10,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
-import { ApplyPlanDocument, CreateWorkspaceDocument, ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
+import { ApplyPlanDocument, CreateWorkspaceDocument, ReleaseReservationDocument, ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
 import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -248,6 +248,33 @@ describe("the plan page", { timeout: 90_000 }, () => {
     expect(await detail.locator("ul.approvals li.withdrawn").count()).toBe(1);
     expect(await detail.locator("button[data-action=withdraw]").count()).toBe(0);
     await screenshot(page, "plan-detail-applied.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("a workspace's history: finished plans with who approved and who applied, and released reservations", async () => {
+    const reservation = await reserveFor(t, s.workspaceId, s.approver.token);
+    const released = (await op(t, ReleaseReservationDocument, { id: reservation.id }, s.admin.token)).releaseReservation;
+    expect(released.__typename).toBe("MutationReleaseReservationSuccess");
+
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}`);
+    const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
+    await card.locator("a[data-action=history]").click();
+    const history = page.locator(`#history[data-workspace-id="${s.workspaceId}"]`);
+    const row = history.locator(`tr[data-plan-id="${s.planId}"]`);
+    await poll(() => row.count()).toBe(1);
+    expect(await row.locator("td.outcome").textContent()).toBe("applied");
+    const approvedBy = (await row.locator("td.approved-by").textContent()) ?? "";
+    expect(approvedBy).toContain(s.approver.name);
+    expect(approvedBy).toContain("Admin");
+    expect(approvedBy).toContain(`${s.approver.name} (withdrawn)`);
+    expect(await row.locator("td.applied-by").textContent()).toContain("Admin");
+    const releasedItem = history.locator(`ul.released li[data-reservation-id="${reservation.id}"]`);
+    await poll(() => releasedItem.count()).toBe(1);
+    expect(await releasedItem.innerText()).toContain(s.approver.name);
+    expect(await releasedItem.innerText()).toContain("released by Admin");
+    await screenshot(page, "workspace-history.png");
     expect(problems).toEqual([]);
     await page.close();
   });
