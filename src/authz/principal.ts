@@ -122,7 +122,7 @@ export async function loadPrincipals(
     `WITH ids AS (
             (SELECT unnest($2::text[]) AS "userId"
              UNION
-             SELECT ap."userId" FROM approvals ap WHERE ap."planId" = ANY($3::text[]))
+             SELECT ap."userId" FROM approvals ap WHERE ap."planId" = ANY($3::text[]) AND ap."withdrawnAt" IS NULL)
             EXCEPT SELECT unnest($4::text[])),
           held AS (
             SELECT a."userId", a."roleId" FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" IN (SELECT "userId" FROM ids)

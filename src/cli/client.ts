@@ -13,6 +13,7 @@ import {
   ApprovePlanDocument,
   DiscardPlanDocument,
   PlanFateDocument,
+  WithdrawApprovalDocument,
   PlanGateDocument,
   ReleaseReservationDocument,
   ReportPlanResultDocument,
@@ -45,6 +46,7 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   workspace <workspace>                    one workspace (name or id)
   gate <planId>                            the plan's gate: what is missing, from whom
   approve <planId>                         approve the plan, then show its gate
+  withdraw <planId>                        withdraw your approval of the plan, then show its gate
   reserve <workspace> [--role <role>]      reserve for yourself, or for a role you belong to
   release <reservationId>                  release a reservation
   release <workspace> [--role <role>]      release your (or the role's) reservation there
@@ -236,7 +238,8 @@ function workspaceText(w: WorkspaceFieldsFragment): string {
   lines.push(w.reservations.length ? `  reserved for: ${w.reservations.map(reservationLine).join("; ")}` : "  reserved for: nobody");
   if (!w.openPlans.length) lines.push("  open plans: none");
   for (const p of w.openPlans) {
-    const approvals = p.approvals.length ? `approved by ${p.approvals.map((a) => a.user.name).join(", ")}` : "no approvals";
+    const active = p.approvals.filter((a) => !a.withdrawnAt);
+    const approvals = active.length ? `approved by ${active.map((a) => a.user.name).join(", ")}` : "no approvals";
     lines.push(`  plan ${p.id}  ${p.status.toLowerCase()}  ${p.changeCount} change${p.changeCount === 1 ? "" : "s"}  by ${p.submittedBy.name}  ${approvals}`);
   }
   const can = [w.viewerCanApprove ? "approve" : "", w.viewerCanReserveForSelf ? "reserve" : ""].filter(Boolean);
@@ -295,6 +298,16 @@ const approve: Command = async ({ api, args, options, io }) => {
   const status = await loadGate(api, planId);
   if (options.json) json(io, { approval, gate: status });
   else io.out(`Approved plan ${planId} as ${approval.user.name} (${when(approval.approvedAt)}).\n${gateText(status)}`);
+  return EXIT.ok;
+};
+
+const withdraw: Command = async ({ api, args, options, io }) => {
+  const planId = arg(args, 0, "<planId>");
+  noMoreArgs(args, 1);
+  const approval = unwrap((await api.request(WithdrawApprovalDocument, { planId })).withdrawApproval);
+  const status = await loadGate(api, planId);
+  if (options.json) json(io, { approval, gate: status });
+  else io.out(`Withdrew ${approval.user.name}'s approval of plan ${planId} (${when(approval.withdrawnAt!)}).\n${gateText(status)}`);
   return EXIT.ok;
 };
 
@@ -634,4 +647,4 @@ const plan: Command = async (ctx) => {
   return handler({ ...ctx, args: ctx.args.slice(1) });
 };
 
-const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, reserve, release, apply, plan, watch, inbox, vote };
+const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, withdraw, reserve, release, apply, plan, watch, inbox, vote };

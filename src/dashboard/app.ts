@@ -6,6 +6,15 @@
 import { createClient, type Client } from "graphql-ws/client";
 import {
   ApprovePlanDocument,
+  PlanDetailDocument,
+  VoteOnApprovalRequestDocument,
+  WatchApprovalInboxDocument,
+  WatchWorkspacesChangedDocument,
+  WorkspaceHistoryDocument,
+  type WorkspaceHistoryQuery,
+  type ApprovalRequestFieldsFragment,
+  WithdrawApprovalDocument,
+  type PlanDetailQuery,
   ReleaseReservationDocument,
   ReserveWorkspaceDocument,
   ViewerDocument,
@@ -34,7 +43,15 @@ interface State {
   pickedRole: Map<string, string>;
   busy: Set<string>;
   live: "connecting" | "live" | "reconnecting" | "offline";
+  /** The plan page (`#plan/<id>`): the plan and its gate, re-read on every change to its workspace. */
+  detail: { planId: string; gate: PlanDetailQuery["gate"] | null; loaded: boolean } | null;
+  /** A workspace's history (`#history/<id>`), re-read on every change to the workspace. */
+  history: { workspaceId: string; workspace: WorkspaceHistoryQuery["workspace"] | null; loaded: boolean } | null;
+  /** Held tool calls the viewer may decide now (the reviewer view: never the call's arguments); null until the first push. */
+  inbox: ApprovalRequestFieldsFragment[] | null;
 }
+
+type PlanDetail = NonNullable<PlanDetailQuery["gate"]>;
 
 const state: State = {
   token: null,
@@ -44,6 +61,9 @@ const state: State = {
   pickedRole: new Map(),
   busy: new Set(),
   live: "connecting",
+  detail: null,
+  history: null,
+  inbox: null,
 };
 
 let ws: Client | null = null;
@@ -138,8 +158,125 @@ function watchWorkspace(id: string): void {
         renderWorkspace(id);
         // Reservations and the open-plan list live on the workspace: re-read it on every change.
         void refetchWorkspace(id).catch((error: Error) => toast(error.message));
+        if (state.detail?.gate?.workspaceId === id) void refetchDetail(state.detail.planId).catch((error: Error) => toast(error.message));
+        if (state.history?.workspaceId === id) void refetchHistory(id).catch((error: Error) => toast(error.message));
       },
       error: (error) => toast(`Live updates for a workspace stopped: ${(error as Error).message ?? "connection error"}`),
+      complete: () => {},
+    },
+  );
+  unsubscribers.push(stop);
+}
+
+/** Re-read the open plan page (coalesced like the workspaces: a change mid-read gets its own read). */
+const refetchDetail = coalesced(async (planId: string) => {
+  const { gate } = await request(PlanDetailDocument, { planId });
+  if (state.detail?.planId !== planId) return;
+  state.detail = { planId, gate, loaded: true };
+  renderDetail();
+});
+
+const refetchHistory = coalesced(async (workspaceId: string) => {
+  const { workspace } = await request(WorkspaceHistoryDocument, { id: workspaceId, first: 50 });
+  if (state.history?.workspaceId !== workspaceId) return;
+  state.history = { workspaceId, workspace, loaded: true };
+  renderDetail();
+});
+
+function openDetailFromHash(): void {
+  const history = /^#history\/([^/]+)$/.exec(location.hash);
+  if (history) {
+    const workspaceId = decodeURIComponent(history[1]!);
+    state.detail = null;
+    if (state.history?.workspaceId !== workspaceId) state.history = { workspaceId, workspace: null, loaded: false };
+    renderDetail();
+    void refetchHistory(workspaceId).catch((error: Error) => toast(error.message));
+    return;
+  }
+  state.history = null;
+  const match = /^#plan\/([^/]+)$/.exec(location.hash);
+  const planId = match ? decodeURIComponent(match[1]!) : null;
+  if (!planId) {
+    state.detail = null;
+    renderDetail();
+    return;
+  }
+  if (state.detail?.planId !== planId) state.detail = { planId, gate: null, loaded: false };
+  renderDetail();
+  void refetchDetail(planId).catch((error: Error) => toast(error.message));
+}
+
+/** Workspaces the page shows, each with its workspaceGates subscription (started once). */
+const watched = new Set<string>();
+
+function ensureWatched(id: string): void {
+  if (watched.has(id) || !state.workspaces.has(id)) return;
+  watched.add(id);
+  watchWorkspace(id);
+}
+
+/**
+ * New workspaces (and anything else changed on one) without a reload: an id the page does not
+ * know is read and watched; no ids means permissions changed, so the whole list is re-read.
+ */
+function watchWorkspaceList(): void {
+  const stop = socket().subscribe<{ workspacesChanged: { workspaceIds: string[]; reason: string } }>(
+    { query: WatchWorkspacesChangedDocument.toString(), variables: {} },
+    {
+      next: (message) => {
+        const update = message.data?.workspacesChanged;
+        if (!update) return;
+        if (update.workspaceIds.length === 0) {
+          void reloadWorkspaceList().catch((error: Error) => toast(error.message));
+          return;
+        }
+        for (const id of update.workspaceIds) {
+          if (state.workspaces.has(id)) continue;
+          void refetchWorkspace(id)
+            .then(() => {
+              dropEmptyNote();
+              ensureWatched(id);
+            })
+            .catch((error: Error) => toast(error.message));
+        }
+      },
+      error: (error) => toast(`Live updates for the workspace list stopped: ${(error as Error).message ?? "connection error"}`),
+      complete: () => {},
+    },
+  );
+  unsubscribers.push(stop);
+}
+
+async function reloadWorkspaceList(): Promise<void> {
+  const before = new Set(state.workspaces.keys());
+  await loadWorkspaces();
+  for (const id of before) if (!state.workspaces.has(id)) renderWorkspace(id);
+  dropEmptyNote();
+  for (const id of state.workspaces.keys()) {
+    renderWorkspace(id);
+    ensureWatched(id);
+  }
+}
+
+function dropEmptyNote(): void {
+  document.querySelector("#workspaces > p.none")?.remove();
+}
+
+/** The held-tool-call inbox: the first push is the current inbox, then one per change to it. */
+function watchInbox(): void {
+  const stop = socket().subscribe<{ approvalInbox: { requests: ApprovalRequestFieldsFragment[] } }>(
+    { query: WatchApprovalInboxDocument.toString(), variables: { workspaceId: null } },
+    {
+      next: (message) => {
+        const update = message.data?.approvalInbox;
+        if (!update) {
+          if (message.errors?.length) toast(message.errors.map((e) => e.message).join("; "));
+          return;
+        }
+        state.inbox = update.requests;
+        renderInbox();
+      },
+      error: (error) => toast(`Live updates for the inbox stopped: ${(error as Error).message ?? "connection error"}`),
       complete: () => {},
     },
   );
@@ -153,6 +290,7 @@ async function act(key: string, action: () => Promise<unknown>, workspaceId: str
   if (state.busy.has(key)) return;
   state.busy.add(key);
   renderWorkspace(workspaceId);
+  renderDetail();
   try {
     await action();
     toast(done, "ok");
@@ -161,11 +299,40 @@ async function act(key: string, action: () => Promise<unknown>, workspaceId: str
   } finally {
     state.busy.delete(key);
     await refetchWorkspace(workspaceId).catch(() => {});
+    if (state.detail) await refetchDetail(state.detail.planId).catch(() => {});
   }
 }
 
 function approve(workspaceId: string, planId: string): Promise<void> {
   return act(`approve:${planId}`, async () => unwrap((await request(ApprovePlanDocument, { planId })).approvePlan), workspaceId, "Approved.");
+}
+
+async function vote(r: ApprovalRequestFieldsFragment, decision: "APPROVE" | "DENY"): Promise<void> {
+  const key = `vote:${r.id}`;
+  if (state.busy.has(key)) return;
+  state.busy.add(key);
+  renderInbox();
+  try {
+    unwrap(
+      (await request(VoteOnApprovalRequestDocument, { input: { requestId: r.id, decision, expectedRevision: r.revision, comment: null } }))
+        .voteOnApprovalRequest,
+    );
+    toast(decision === "APPROVE" ? "Approved." : "Denied.", "ok");
+  } catch (error) {
+    toast((error as Error).message);
+  } finally {
+    state.busy.delete(key);
+    renderInbox();
+  }
+}
+
+function withdraw(workspaceId: string, planId: string): Promise<void> {
+  return act(
+    `withdraw:${planId}`,
+    async () => unwrap((await request(WithdrawApprovalDocument, { planId })).withdrawApproval),
+    workspaceId,
+    "Approval withdrawn.",
+  );
 }
 
 function reserve(workspaceId: string, roleId: string | null): Promise<void> {
@@ -243,7 +410,7 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
   const plan = workspace.openPlans.find((p) => p.id === planId);
   const status = gate?.planStatus ?? plan?.status ?? "PLANNED";
   const passed = gate?.passed ?? false;
-  const approvedByMe = plan?.approvals.some((a) => a.user.id === state.viewer?.id) ?? false;
+  const approvedByMe = plan?.approvals.some((a) => a.user.id === state.viewer?.id && !a.withdrawnAt) ?? false;
   const busy = state.busy.has(`approve:${planId}`);
   const lines = gate ? explainGate(gate) : [];
   return h(
@@ -252,7 +419,7 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
     h(
       "header",
       {},
-      h("code", { class: "plan-id", title: planId }, planId.slice(0, 8)),
+      h("a", { class: "plan-id", href: `#plan/${encodeURIComponent(planId)}`, title: planId, "data-action": "details" }, h("code", {}, planId.slice(0, 8))),
       h("span", { class: "status", "data-testid": "plan-status" }, status.toLowerCase()),
       plan && h("span", { class: "meta" }, `${plan.changeCount} change${plan.changeCount === 1 ? "" : "s"} · by ${plan.submittedBy.name} · ${time(plan.createdAt)}`),
       h("span", { class: `verdict ${passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate ? (passed ? "PASSED" : "NOT PASSED") : "…"),
@@ -274,10 +441,236 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
         "div",
         { class: "actions" },
         approvedByMe
-          ? h("span", { class: "mine" }, "You approved")
+          ? h(
+              "span",
+              { class: "mine-actions" },
+              h("span", { class: "mine" }, "You approved"),
+              withdrawButton(workspace.id, planId),
+            )
           : h("button", { type: "button", "data-action": "approve", disabled: busy, onclick: () => void approve(workspace.id, planId) }, busy ? "Approving…" : "Approve"),
       ),
   );
+}
+
+function withdrawButton(workspaceId: string, planId: string): HTMLElement {
+  const busy = state.busy.has(`withdraw:${planId}`);
+  return h(
+    "button",
+    { type: "button", class: "small", "data-action": "withdraw", disabled: busy, onclick: () => void withdraw(workspaceId, planId) },
+    busy ? "Withdrawing…" : "Withdraw",
+  );
+}
+
+function countText(c: PlanDetail["evaluation"]["changes"][number]): string {
+  return c.onBaseline ? `on the baseline (${c.effectiveCount})` : String(c.effectiveCount);
+}
+
+/** The plan page: its changes with what governs each, its approvals, its gate (live or stored). */
+function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): HTMLElement {
+  const close = h("a", { href: "#", class: "link", "data-action": "close-detail" }, "← All workspaces");
+  if (!gate) {
+    return h("section", { id: "plan-detail", class: "detail", "data-plan-id": planId }, close, h("p", { class: "none" }, loaded ? "No such plan, or you cannot read it." : "Loading…"));
+  }
+  const plan = gate.plan;
+  const lines = explainGate(gate);
+  const mine = plan.approvals.find((a) => a.user.id === state.viewer?.id && !a.withdrawnAt);
+  const planned = plan.status === "PLANNED";
+  const approving = state.busy.has(`approve:${planId}`);
+  return h(
+    "section",
+    { id: "plan-detail", class: `detail ${gate.passed ? "passed" : "held"}`, "data-plan-id": planId, "data-version": String(gate.version) },
+    close,
+    h(
+      "header",
+      {},
+      h("h2", {}, `Plan ${planId.slice(0, 8)} on ${plan.workspace.name}`),
+      h("span", { class: "status", "data-testid": "plan-status" }, plan.status.toLowerCase()),
+      h("span", { class: `verdict ${gate.passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate.passed ? "PASSED" : "NOT PASSED"),
+    ),
+    h(
+      "p",
+      { class: "meta" },
+      `Submitted by ${plan.submittedBy.name}, ${time(plan.createdAt)}`,
+      plan.targeted ? " · targeted" : "",
+      plan.applyStartedBy && plan.applyStartedAt ? ` · apply started by ${plan.applyStartedBy.name}, ${time(plan.applyStartedAt)}` : "",
+      plan.finishedAt ? ` · finished ${time(plan.finishedAt)}` : "",
+      plan.discardReason ? ` · ${plan.discardReason}` : "",
+    ),
+    h(
+      "p",
+      { class: "source", "data-testid": "gate-source" },
+      gate.source === "STORED"
+        ? `Stored evaluation: what the gate required when the apply started (version ${gate.version}, ${time(gate.evaluatedAt)}).`
+        : `Evaluated now (version ${gate.version}).`,
+    ),
+    h("h3", {}, `Resource changes (${gate.evaluation.changes.length})`),
+    h(
+      "table",
+      { class: "changes" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Address"), h("th", {}, "Action"), h("th", {}, "Governed by"), h("th", {}, "Approvals needed"))),
+      h(
+        "tbody",
+        {},
+        ...gate.evaluation.changes.map((c) =>
+          h(
+            "tr",
+            { "data-address": c.address },
+            h("td", {}, h("code", {}, c.address)),
+            h("td", { class: `action ${c.action.toLowerCase()}` }, c.action.toLowerCase()),
+            h("td", {}, c.governedBy.length ? c.governedBy.map((p) => `${p.policyName} (${p.auto ? "Auto" : p.count})`).join(", ") : "no policy"),
+            h("td", { class: "count" }, countText(c)),
+          ),
+        ),
+      ),
+    ),
+    h("h3", {}, "Approvals"),
+    plan.approvals.length
+      ? h(
+          "ul",
+          { class: "approvals" },
+          ...plan.approvals.map((a) =>
+            h(
+              "li",
+              { "data-approval-id": a.id, class: a.withdrawnAt ? "withdrawn" : "active" },
+              h("strong", {}, a.user.name),
+              h("span", { class: "meta" }, ` approved ${time(a.approvedAt)}`),
+              a.withdrawnAt ? h("span", { class: "badge withdrawn" }, ` withdrawn ${time(a.withdrawnAt)}${a.withdrawnBy ? ` by ${a.withdrawnBy.name}` : ""}`) : null,
+              planned && mine?.id === a.id ? withdrawButton(plan.workspace.id, planId) : null,
+            ),
+          ),
+        )
+      : h("p", { class: "none" }, "None yet"),
+    planned &&
+      !mine &&
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", "data-action": "approve", disabled: approving, onclick: () => void approve(plan.workspace.id, planId) }, approving ? "Approving…" : "Approve"),
+      ),
+    h("h3", {}, "Gate"),
+    h(
+      "ul",
+      { class: "explain" },
+      ...lines.map((l) =>
+        h(
+          "li",
+          { class: l.kind },
+          h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
+          h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
+        ),
+      ),
+    ),
+  );
+}
+
+function requestView(r: ApprovalRequestFieldsFragment): HTMLElement {
+  const tool = r.logicalTool && r.logicalTool !== r.tool ? `${r.logicalTool} → ${r.tool}` : r.tool;
+  const tallies = r.quorum.rules.map((q) => `${q.approvals}/${q.count}`).join(", ");
+  const busy = state.busy.has(`vote:${r.id}`);
+  return h(
+    "li",
+    { class: "request", "data-request-id": r.id },
+    h("div", {}, h("code", {}, tool), h("span", { class: "meta" }, ` ${r.environment}${r.workspaceName ? ` on ${r.workspaceName}` : ""}`)),
+    h(
+      "div",
+      { class: "meta" },
+      `${r.agentKeyName ? `agent ${r.agentKeyName} · ` : ""}${r.connectionName ? `connection ${r.connectionName} · ` : ""}quorum ${r.quorum.state.toLowerCase()}${tallies ? ` (${tallies})` : ""} · expires ${time(r.expiresAt)}${r.amountUsd != null ? ` · $${r.amountUsd}` : ""}`,
+    ),
+    ...r.votes.map((v) => h("div", { class: "meta" }, `${v.decision.toLowerCase()} by ${v.reviewer.name}${v.comment ? `: ${v.comment}` : ""}`)),
+    r.viewerCanVote &&
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", "data-action": "vote-approve", disabled: busy, onclick: () => void vote(r, "APPROVE") }, "Approve"),
+        h("button", { type: "button", "data-action": "vote-deny", class: "deny", disabled: busy, onclick: () => void vote(r, "DENY") }, "Deny"),
+      ),
+  );
+}
+
+function renderInbox(): void {
+  const host = document.getElementById("inbox");
+  if (!host) return;
+  const requests = state.inbox;
+  host.replaceChildren(
+    h("h3", {}, requests?.length ? `Held tool calls waiting for you (${requests.length})` : "Held tool calls waiting for you"),
+    requests === null
+      ? h("p", { class: "none" }, "…")
+      : requests.length
+        ? h("ul", { class: "requests" }, ...requests.map(requestView))
+        : h("p", { class: "none" }, "Nothing waits for your decision."),
+  );
+}
+
+type HistoryWorkspace = NonNullable<WorkspaceHistoryQuery["workspace"]>;
+
+/** A workspace's history: its finished plans (who approved, who applied, how it ended) and released reservations. */
+function historyView(workspaceId: string, w: HistoryWorkspace | null, loaded: boolean): HTMLElement {
+  const close = h("a", { href: "#", class: "link", "data-action": "close-detail" }, "← All workspaces");
+  if (!w) {
+    return h("section", { id: "history", class: "detail", "data-workspace-id": workspaceId }, close, h("p", { class: "none" }, loaded ? "No such workspace, or you cannot read it." : "Loading…"));
+  }
+  const finished = w.plans.edges.map((e) => e.node).filter((p) => p.status !== "PLANNED" && p.status !== "APPLYING");
+  const released = w.reservations.filter((r) => !r.active);
+  return h(
+    "section",
+    { id: "history", class: "detail history", "data-workspace-id": workspaceId },
+    close,
+    h("header", {}, h("h2", {}, `History of ${w.name}`)),
+    h("h3", {}, `Finished plans (${finished.length})`),
+    finished.length
+      ? h(
+          "table",
+          { class: "changes" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Plan"), h("th", {}, "Outcome"), h("th", {}, "Approved by"), h("th", {}, "Applied by"), h("th", {}, "Finished"))),
+          h(
+            "tbody",
+            {},
+            ...finished.map((p) => {
+              const active = p.approvals.filter((a) => !a.withdrawnAt).map((a) => a.user.name);
+              const withdrawn = p.approvals.filter((a) => a.withdrawnAt).map((a) => `${a.user.name} (withdrawn)`);
+              return h(
+                "tr",
+                { "data-plan-id": p.id },
+                h("td", {}, h("a", { href: `#plan/${encodeURIComponent(p.id)}` }, h("code", {}, p.id.slice(0, 8))), h("span", { class: "meta" }, ` ${p.changeCount} change${p.changeCount === 1 ? "" : "s"}`)),
+                h("td", { class: `outcome ${p.status.toLowerCase()}` }, p.status.toLowerCase() + (p.discardReason ? ` (${p.discardReason})` : "")),
+                h("td", { class: "approved-by" }, [...active, ...withdrawn].join(", ") || "nobody"),
+                h("td", { class: "applied-by" }, p.applyStartedBy ? `${p.applyStartedBy.name}${p.applyStartedAt ? `, ${time(p.applyStartedAt)}` : ""}` : "—"),
+                h("td", {}, p.finishedAt ? time(p.finishedAt) : "—"),
+              );
+            }),
+          ),
+        )
+      : h("p", { class: "none" }, "None yet"),
+    h("h3", {}, `Released reservations (${released.length})`),
+    released.length
+      ? h(
+          "ul",
+          { class: "released" },
+          ...released.map((r) =>
+            h(
+              "li",
+              { "data-reservation-id": r.id },
+              h("strong", {}, holder(r)),
+              h(
+                "span",
+                { class: "meta" },
+                ` placed by ${r.placedBy.name}, ${time(r.placedAt)} · released${r.releasedBy ? ` by ${r.releasedBy.name}` : ""}${r.releasedAt ? `, ${time(r.releasedAt)}` : ""}${r.releaseReason ? ` (${r.releaseReason})` : ""}`,
+              ),
+            ),
+          ),
+        )
+      : h("p", { class: "none" }, "None"),
+  );
+}
+
+function renderDetail(): void {
+  const host = document.getElementById("detail");
+  if (!host) return;
+  const d = state.detail;
+  const hist = state.history;
+  host.replaceChildren(...(d ? [detailView(d.planId, d.gate, d.loaded)] : hist ? [historyView(hist.workspaceId, hist.workspace, hist.loaded)] : []));
+  host.hidden = !d && !hist;
+  $("workspaces").hidden = Boolean(d || hist);
 }
 
 function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
@@ -305,6 +698,7 @@ function workspaceView(w: WorkspaceFieldsFragment): HTMLElement {
       h("span", { class: `env env-${w.environment}` }, w.environment),
       h("span", { class: "meta" }, `${w.stack ? `stack ${w.stack.name} · ` : ""}baseline ${w.requiredApprovals}`),
       w.frozen && h("span", { class: "badge frozen" }, "frozen"),
+      h("a", { href: `#history/${encodeURIComponent(w.id)}`, class: "history-link", "data-action": "history" }, "History"),
     ),
     h(
       "div",
@@ -398,6 +792,11 @@ function signOut(): void {
   ws = null;
   state.workspaces.clear();
   state.gates.clear();
+  state.detail = null;
+  state.history = null;
+  state.inbox = null;
+  watched.clear();
+  renderDetail();
   showSignIn();
 }
 
@@ -415,12 +814,20 @@ async function start(token: string): Promise<void> {
   sessionStorage.setItem(TOKEN_KEY, token);
   $("signin").hidden = true;
   $("main").hidden = false;
+  // Subscribed before the list is read, so a workspace created meanwhile is not missed.
+  watchWorkspaceList();
   await loadWorkspaces();
   renderAll();
-  for (const id of state.workspaces.keys()) watchWorkspace(id);
+  for (const id of state.workspaces.keys()) ensureWatched(id);
+  renderInbox();
+  watchInbox();
+  openDetailFromHash();
 }
 
 function init(): void {
+  window.addEventListener("hashchange", () => {
+    if (state.token) openDetailFromHash();
+  });
   const form = $("signin-form") as HTMLFormElement;
   form.addEventListener("submit", (event) => {
     event.preventDefault();

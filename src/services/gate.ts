@@ -161,9 +161,9 @@ SELECT
      FROM approvals a
      -- An approval counts only while its approver is an active member: a named approver who
      -- is deactivated (or whose membership is gone) stays named, so the list keeps blocking,
-     -- but their approval no longer satisfies it.
+     -- but their approval no longer satisfies it. A withdrawn approval counts for nothing.
      JOIN memberships m ON m."orgId" = $3 AND m."userId" = a."userId" AND m."deactivatedAt" IS NULL
-    WHERE a."planId" = $1) AS approvals,
+    WHERE a."planId" = $1 AND a."withdrawnAt" IS NULL) AS approvals,
   (SELECT coalesce(json_agg(json_build_object('id', r.id, 'u', r."holderUserId", 'r', r."holderRoleId", 'p', r."placedById")), '[]'::json)
      FROM reservations r WHERE r."workspaceId" = $2 AND r."releasedAt" IS NULL) AS reservations,
   (SELECT coalesce(json_agg(json_build_object(

@@ -166,7 +166,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
  * Seed 000: approving requires (workspace, approve), or being a named approver on a requirement
  * that governs one of this plan's changes ("Being named on a requirement is itself the grant to
  * approve for that policy"). Only planned plans take approvals. Approving twice returns the same
- * approval. The plan row is held FOR SHARE while the approval is written, so an approval never
+ * approval; approving after withdrawing adds a new one (the withdrawn row stays). The plan row is held FOR SHARE while the approval is written, so an approval never
  * lands on a plan that an apply has just moved on.
  */
 export async function approvePlan({ db, authz, events }: GateDeps, planId: string) {
@@ -191,14 +191,66 @@ export async function approvePlan({ db, authz, events }: GateDeps, planId: strin
     if (!locked || locked.status !== "planned") throw notPlanned({ id: planId, status: locked?.status ?? "unknown" }, "approved");
     const inserted = await sql.query<{ id: string }>(
       `INSERT INTO approvals (id, "planId", "userId", "createdAt") VALUES ($1, $2, $3, now())
-       ON CONFLICT ("planId", "userId") DO NOTHING RETURNING id`,
+       ON CONFLICT ("planId", "userId") WHERE "withdrawnAt" IS NULL DO NOTHING RETURNING id`,
       [randomUUID(), planId, viewer.userId],
     );
-    const approval = await tx.approval.findUniqueOrThrow({ where: { planId_userId: { planId, userId: viewer.userId } } });
+    // The one active approval (a partial unique index); withdrawn ones stay beside it.
+    const approval = await tx.approval.findFirstOrThrow({ where: { planId, userId: viewer.userId, withdrawnAt: null } });
     if (inserted.length > 0) await enqueuePlanEvent(tx, head.orgId, planId, "plan.approval_added", { approverId: viewer.userId });
     return { approval, created: inserted.length > 0 };
   }, LOCKING_TX_OPTIONS);
   if (created) publishGateChange(events, head.orgId, [head.workspaceId], "approval");
+  return approval;
+}
+
+/**
+ * An approver retracts their own approval while the plan is planned (issue 13). The row stays
+ * (seed 000: approvals are never deleted) with who withdrew it and when, and counts for nothing
+ * from then on: every read that counts approvals skips withdrawn rows. Approving again adds a
+ * new row. Only the caller's own approval can be withdrawn: the mutation names the plan, never
+ * an approval. NotFound unless the plan is in the caller's organization and the caller can read
+ * it or has an active approval on it; InvalidState when the plan is not planned or the caller has
+ * no active approval on it.
+ *
+ * Withdrawing closes the gate, so it serializes with applyPlan on the plan row: the plan is held
+ * FOR SHARE while the approval is marked, and applyPlan takes it FOR UPDATE before it reads the
+ * approvals, so an apply either sees the withdrawal or the withdrawal finds the plan applying.
+ */
+export async function withdrawApproval({ db, authz, events }: GateDeps, planId: string) {
+  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const head = await loadPlanHead(db.sql, viewer.orgId, planId);
+  if (!head) throw new NotFoundError("Plan", planId);
+  if (!(await authz.can(targetOfHead(head, "read")))) {
+    // A named approver may approve without reading the workspace; they may take it back too.
+    const [own] = await db.sql.query<{ id: string }>(
+      `SELECT id FROM approvals WHERE "planId" = $1 AND "userId" = $2 AND "withdrawnAt" IS NULL`,
+      [planId, viewer.userId],
+    );
+    if (!own) throw new NotFoundError("Plan", planId);
+  }
+  const approval = await db.prisma.$transaction(async (tx) => {
+    const sql = txSql(tx);
+    const [locked] = await sql.query<{ status: string }>(`SELECT status::text AS status FROM plans WHERE id = $1 FOR SHARE`, [planId]);
+    if (!locked || locked.status !== "planned") {
+      throw new InvalidStateError(
+        "Plan",
+        locked?.status ?? "unknown",
+        `Plan ${planId} is ${locked?.status ?? "unknown"}; an approval can only be withdrawn while the plan is planned.`,
+      );
+    }
+    const [withdrawn] = await sql.query<{ id: string }>(
+      `UPDATE approvals SET "withdrawnAt" = now(), "withdrawnById" = $2
+        WHERE "planId" = $1 AND "userId" = $2 AND "withdrawnAt" IS NULL
+        RETURNING id`,
+      [planId, viewer.userId],
+    );
+    if (!withdrawn) {
+      throw new InvalidStateError("Approval", "not_approved", `You have no active approval on plan ${planId} to withdraw.`);
+    }
+    await enqueuePlanEvent(tx, head.orgId, planId, "plan.approval_withdrawn", { withdrawnById: viewer.userId });
+    return tx.approval.findUniqueOrThrow({ where: { id: withdrawn.id } });
+  }, LOCKING_TX_OPTIONS);
+  publishGateChange(events, head.orgId, [head.workspaceId], "approval_withdrawn");
   return approval;
 }
 
@@ -232,7 +284,7 @@ export async function applyPlan({ db, authz, events }: GateDeps, planId: string)
       [locked.workspaceId, planId],
     );
     if (busy) throw new ConflictError(`Plan ${busy.id} is already applying on ${locked.workspaceName}; wait for its result.`);
-    const approvers = await sql.query<{ userId: string }>(`SELECT "userId" FROM approvals WHERE "planId" = $1`, [planId]);
+    const approvers = await sql.query<{ userId: string }>(`SELECT "userId" FROM approvals WHERE "planId" = $1 AND "withdrawnAt" IS NULL`, [planId]);
     await lockGateAuthzRows(sql, locked.orgId, locked.workspaceId, [...new Set([...approvers.map((a) => a.userId), viewer.userId])]);
     const version = await nextGateVersion(sql);
     const principals = principalSource(sql, locked.orgId);

@@ -107,12 +107,12 @@ export const CreateWorkspaceInput = z.object({
 });
 
 /** (workspace, create, <name>) with the stack's groups, on a stack the viewer can see. */
-export async function createWorkspace({ db, authz }: GateDeps, raw: unknown) {
+export async function createWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(CreateWorkspaceInput, raw);
   const stack = await findReadableStack(db, authz, input.stackId);
   await authz.require({ resourceType: "workspace", action: "create", matchValue: input.name, groups: stack.authzGroups });
   try {
-    return await db.prisma.workspace.create({
+    const created = await db.prisma.workspace.create({
       data: {
         orgId: stack.orgId,
         stackId: stack.id,
@@ -121,6 +121,9 @@ export async function createWorkspace({ db, authz }: GateDeps, raw: unknown) {
         requiredApprovals: input.requiredApprovals,
       },
     });
+    // Live workspace lists (workspacesChanged) learn of it without a reload.
+    publishGateChange(events, created.orgId, [created.id], "workspace_created");
+    return created;
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${input.name} already exists in this organization.`);
     throw error;

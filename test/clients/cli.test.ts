@@ -271,3 +271,25 @@ describe("held tool calls from the CLI", { timeout: 60_000 }, () => {
     exits(usage, 2);
   });
 });
+
+describe("countersign withdraw", { timeout: 60_000 }, () => {
+  it("withdraw takes back your own approval and prints the gate it left; with no active approval it fails with exit 1", async () => {
+    const s = await seedGate(t);
+    await approveAs(t, s.planId, s.approver.token);
+    const approved = await cli(["workspaces"], s.admin.token);
+    expect(approved.stdout).toContain(`approved by ${s.approver.name}`);
+
+    const run = await cli(["withdraw", s.planId], s.approver.token);
+    exits(run, 0);
+    expect(run.stdout).toContain(`Withdrew ${s.approver.name}'s approval of plan ${s.planId}`);
+    expect(run.stdout).toContain("gate NOT PASSED");
+    const listed = await cli(["workspaces"], s.admin.token);
+    expect(listed.stdout).toContain(`plan ${s.planId}  planned  2 changes`);
+    expect(listed.stdout).not.toContain(`approved by ${s.approver.name}`);
+
+    const again = await cli(["withdraw", s.planId, "--json"], s.approver.token);
+    exits(again, 1);
+    expect(again.stderr).toContain("no active approval");
+    exits(await cli(["withdraw"], s.approver.token), 2);
+  });
+});

@@ -9,7 +9,9 @@ import { fileURLToPath } from "node:url";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
-import { approveAs, reserveFor, seedGate, type GateSeed } from "./seed.js";
+import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
+import { ApplyPlanDocument, CreateWorkspaceDocument, ReleaseReservationDocument, ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
+import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const OUTPUT = fileURLToPath(new URL("../../test-output/", import.meta.url));
@@ -137,6 +139,195 @@ describe("the live gate dashboard", { timeout: 60_000 }, () => {
     await page.click("#signin-form button[type=submit]");
     await poll(() => page.locator("#signin-error").textContent()).toContain("not accepted");
     await page.close();
+  });
+});
+
+describe("the workspace list, live", { timeout: 90_000 }, () => {
+  it("a new workspace and a new plan on it appear without a reload; another organization's never do", async () => {
+    const s = await seedGate(t);
+    const other = await seedGate(t);
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}`);
+    await poll(() => page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`).count()).toBe(1);
+    await poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
+
+    const stackId = (await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: s.workspaceId } })).stackId;
+    const name = `checkout-${process.pid}-live`;
+    const created = (await op(t, CreateWorkspaceDocument, { input: { stackId, name, environment: "staging", requiredApprovals: 0 } }, s.admin.token)).createWorkspace;
+    expect(created.__typename).toBe("MutationCreateWorkspaceSuccess");
+    const card = page.locator(`section.workspace[data-workspace="${name}"]`);
+    await poll(() => card.count()).toBe(1);
+
+    const submitted = (
+      await op(t, SubmitPlanDocument, { input: { workspaceId: (created as { data: { id: string } }).data.id, changes: [{ address: "aws_sqs_queue.orders", action: "CREATE" }] } }, s.runner.token)
+    ).submitPlan as { data: { id: string } };
+    await poll(() => card.locator(`article.plan[data-plan-id="${submitted.data.id}"]`).count()).toBe(1);
+    // Another organization's new workspace is never shown.
+    const otherStack = (await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: other.workspaceId } })).stackId;
+    const otherName = `elsewhere-${process.pid}`;
+    await op(t, CreateWorkspaceDocument, { input: { stackId: otherStack, name: otherName, environment: "prod", requiredApprovals: 0 } }, other.admin.token);
+    const probe = `probe-${process.pid}`;
+    await op(t, CreateWorkspaceDocument, { input: { stackId, name: probe, environment: "dev", requiredApprovals: 0 } }, s.admin.token);
+    await poll(() => page.locator(`section.workspace[data-workspace="${probe}"]`).count()).toBe(1);
+    expect(await page.locator(`section.workspace[data-workspace="${otherName}"]`).count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(9);
+    await screenshot(page, "dashboard-live-list.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("the plan page", { timeout: 90_000 }, () => {
+  let s: GateSeed;
+  let policyName: string;
+  beforeAll(async () => {
+    s = await seedGate(t, { approverName: `Pat ${process.pid}` });
+    policyName = `databases-${process.pid}`;
+    const res = await t.gql<{ createResourcePolicy: { __typename: string; message?: string } }>(
+      `mutation($input: CreateResourcePolicyInput!) { createResourcePolicy(input: $input) { __typename ... on Error { message } } }`,
+      { input: { name: policyName, workspaceIds: [s.workspaceId], addressPatterns: ["aws_db_instance.*"], requirements: [{ action: "DELETE", count: 2 }] } },
+      s.admin.token,
+    );
+    expect(res.data.createResourcePolicy.__typename).toBe("MutationCreateResourcePolicySuccess");
+    await approveAs(t, s.planId, s.approver.token);
+  });
+
+  it("shows every change with its action, governing policies and count or the baseline, the approvals, and withdraws the viewer's own", async () => {
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.approver.token)}#plan/${s.planId}`);
+    const detail = page.locator(`#plan-detail[data-plan-id="${s.planId}"]`);
+    await poll(() => detail.locator("[data-testid=gate-verdict]").textContent()).toBe("NOT PASSED");
+    await poll(() => page.locator("#live").getAttribute("data-state")).toBe("live");
+    const db = detail.locator('tr[data-address="aws_db_instance.main"]');
+    const bucket = detail.locator('tr[data-address="aws_s3_bucket.logs"]');
+    expect(await db.innerText()).toContain("delete");
+    expect(await db.innerText()).toContain(`${policyName} (2)`);
+    expect(await db.locator("td.count").textContent()).toBe("2");
+    expect(await bucket.innerText()).toContain("create");
+    expect(await bucket.innerText()).toContain("no policy");
+    expect(await bucket.locator("td.count").textContent()).toBe("on the baseline (1)");
+    const approvals = detail.locator("ul.approvals li");
+    await poll(() => approvals.count()).toBe(1);
+    expect(await approvals.first().innerText()).toContain(s.approver.name);
+    await screenshot(page, "plan-detail.png");
+
+    await detail.locator("button[data-action=withdraw]").click();
+    await poll(() => detail.locator("ul.approvals li.withdrawn").count()).toBe(1);
+    expect(await detail.locator("ul.approvals li.withdrawn").innerText()).toContain("withdrawn");
+    await poll(() => detail.locator("button[data-action=withdraw]").count()).toBe(0);
+    await poll(() => detail.locator("button[data-action=approve]").count()).toBe(1);
+    await screenshot(page, "plan-detail-withdrawn.png");
+
+    // Approving again adds a new approval beside the withdrawn one.
+    await detail.locator("button[data-action=approve]").click();
+    await poll(() => detail.locator("ul.approvals li.active").count()).toBe(1);
+    expect(await detail.locator("ul.approvals li").count()).toBe(2);
+    await poll(() => detail.locator("button[data-action=withdraw]").count()).toBe(1);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("an applied plan shows the stored evaluation that allowed its apply", async () => {
+    // A second approval (the admin) meets the policy's 2; the admin applies; the runner reports.
+    await approveAs(t, s.planId, s.admin.token);
+    const applied = (await op(t, ApplyPlanDocument, { planId: s.planId }, s.admin.token)).applyPlan;
+    expect(applied.__typename).toBe("MutationApplyPlanSuccess");
+    const reported = (await op(t, ReportPlanResultDocument, { input: { planId: s.planId, outcome: "APPLIED" } }, s.runner.token)).reportPlanResult;
+    expect(reported.__typename).toBe("MutationReportPlanResultSuccess");
+
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}#plan/${s.planId}`);
+    const detail = page.locator(`#plan-detail[data-plan-id="${s.planId}"]`);
+    await poll(() => detail.locator("[data-testid=plan-status]").textContent()).toBe("applied");
+    expect(await detail.locator("[data-testid=gate-verdict]").textContent()).toBe("PASSED");
+    expect(await detail.locator("[data-testid=gate-source]").textContent()).toContain("Stored evaluation");
+    expect(await detail.innerText()).toContain("apply started by Admin");
+    expect(await detail.locator('tr[data-address="aws_db_instance.main"] td.count').textContent()).toBe("2");
+    expect(await detail.locator("ul.approvals li").count()).toBe(3);
+    expect(await detail.locator("ul.approvals li.withdrawn").count()).toBe(1);
+    expect(await detail.locator("button[data-action=withdraw]").count()).toBe(0);
+    await screenshot(page, "plan-detail-applied.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("a workspace's history: finished plans with who approved and who applied, and released reservations", async () => {
+    const reservation = await reserveFor(t, s.workspaceId, s.approver.token);
+    const released = (await op(t, ReleaseReservationDocument, { id: reservation.id }, s.admin.token)).releaseReservation;
+    expect(released.__typename).toBe("MutationReleaseReservationSuccess");
+
+    const { page, problems } = await newPage();
+    await page.goto(`${url}/?token=${encodeURIComponent(s.admin.token)}`);
+    const card = page.locator(`section.workspace[data-workspace="${s.workspaceName}"]`);
+    await card.locator("a[data-action=history]").click();
+    const history = page.locator(`#history[data-workspace-id="${s.workspaceId}"]`);
+    const row = history.locator(`tr[data-plan-id="${s.planId}"]`);
+    await poll(() => row.count()).toBe(1);
+    expect(await row.locator("td.outcome").textContent()).toBe("applied");
+    const approvedBy = (await row.locator("td.approved-by").textContent()) ?? "";
+    expect(approvedBy).toContain(s.approver.name);
+    expect(approvedBy).toContain("Admin");
+    expect(approvedBy).toContain(`${s.approver.name} (withdrawn)`);
+    expect(await row.locator("td.applied-by").textContent()).toContain("Admin");
+    const releasedItem = history.locator(`ul.released li[data-reservation-id="${reservation.id}"]`);
+    await poll(() => releasedItem.count()).toBe(1);
+    expect(await releasedItem.innerText()).toContain(s.approver.name);
+    expect(await releasedItem.innerText()).toContain("released by Admin");
+    await screenshot(page, "workspace-history.png");
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("the held-tool-call inbox", { timeout: 90_000 }, () => {
+  let w: World;
+  let worldUrl: string;
+  beforeAll(async () => {
+    w = await createWorld();
+    worldUrl = await w.t.listen();
+  });
+  afterAll(() => w?.close());
+
+  it("a held call appears live for its reviewers, without its arguments; approve and deny decide it from the page", async () => {
+    const [first, second] = w.reviewers;
+    const { page, problems } = await newPage();
+    await page.goto(`${worldUrl}/?token=${encodeURIComponent(first!.token)}`);
+    const inbox = page.locator("#inbox");
+    await poll(() => inbox.innerText()).toContain("Nothing waits for your decision.");
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
+
+    const approveId = await heldAndFiled(w, { repo: "acme/secret-arg-one" });
+    const item = inbox.locator(`li.request[data-request-id="${approveId}"]`);
+    await poll(() => item.count()).toBe(1);
+    const text = await item.innerText();
+    expect(text).toContain("github.delete_repo");
+    expect(text).toContain("payments-prod");
+    // The reviewer view: the call's arguments never reach the page.
+    expect(await page.content()).not.toContain("secret-arg-one");
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
+    await screenshot(page, "inbox.png");
+
+    await item.locator("button[data-action=vote-approve]").click();
+    // Voted: it leaves this reviewer's inbox (the second reviewer still has it).
+    await poll(() => item.count()).toBe(0);
+    const check = await w.t.db.prisma.vote.findMany({ where: { requestId: approveId } });
+    expect(check.map((v) => [v.userId, v.decision.toLowerCase()])).toEqual([[first!.userId, "approve"]]);
+
+    const denyId = await heldAndFiled(w, { repo: "acme/secret-arg-two" });
+    const page2 = await newPage();
+    await page2.page.goto(`${worldUrl}/?token=${encodeURIComponent(second!.token)}`);
+    const denyItem = page2.page.locator(`#inbox li.request[data-request-id="${denyId}"]`);
+    await poll(() => denyItem.count()).toBe(1);
+    await denyItem.locator("button[data-action=vote-deny]").click();
+    await poll(() => denyItem.count()).toBe(0);
+    await poll(async () => (await w.t.db.prisma.approvalRequest.findUniqueOrThrow({ where: { id: denyId } })).status).toBe("rejected");
+    // The denied request left the first reviewer's inbox too, live.
+    await poll(() => inbox.locator(`li.request[data-request-id="${denyId}"]`).count()).toBe(0);
+    expect(await page2.page.content()).not.toContain("secret-arg-two");
+    expect([...problems, ...page2.problems]).toEqual([]);
+    await page.close();
+    await page2.page.close();
   });
 });
 

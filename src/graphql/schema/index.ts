@@ -13,6 +13,7 @@ import "./plan.js";
 import "./reservation.js";
 import "./resource-policy.js";
 import "./webhook.js";
+import "./workspace-live.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

@@ -11,6 +11,7 @@ import {
   applyPlan,
   approvePlan,
   discardPlan,
+  withdrawApproval,
   findReadablePlanHead,
   reportPlanResult,
   submitPlan,
@@ -32,11 +33,24 @@ builder.prismaObject("ResourceChange", {
 
 export const PlanApprovalRef = builder.prismaObject("Approval", {
   name: "PlanApproval",
-  description: "An approval on a plan: the organization user who gave it and when. Never deleted.",
+  description:
+    "An approval on a plan: the organization user who gave it and when. Never deleted: a withdrawn approval stays, " +
+    "marked with who withdrew it and when, and counts for nothing.",
   fields: (t) => ({
     id: t.exposeID("id"),
     user: t.relation("user"),
     approvedAt: t.expose("createdAt", { type: "DateTime" }),
+    withdrawnAt: t.expose("withdrawnAt", {
+      type: "DateTime",
+      nullable: true,
+      description: "When the approver withdrew it; a withdrawn approval is kept and counts for nothing.",
+    }),
+    withdrawnBy: t.field({
+      type: UserRef,
+      nullable: true,
+      description: "Who withdrew it (the approver themselves).",
+      resolve: (a, _args, ctx) => (a.withdrawnById ? (loadUser(ctx, a.withdrawnById) as never) : null),
+    }),
   }),
 });
 
@@ -75,7 +89,10 @@ export const PlanRef = builder.prismaObject("Plan", {
         ...(args.offset != null ? { skip: Math.max(args.offset, 0) } : {}),
       }),
     }),
-    approvals: t.relation("approvals", { query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }] } }),
+    approvals: t.relation("approvals", {
+      description: "Every approval given, withdrawn ones included (marked by withdrawnAt), oldest first.",
+      query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }] },
+    }),
     applyStartedBy: t.field({
       type: UserRef,
       nullable: true,
@@ -249,9 +266,19 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description:
       "Approve a planned plan: needs (workspace, approve), or being a named approver on a resource policy governing it. " +
-      "Approving twice returns the same approval.",
+      "Approving twice returns the same approval; approving after withdrawing adds a new one.",
     args: { planId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => approvePlan(deps(ctx), String(args.planId)),
+  }),
+  withdrawApproval: t.field({
+    type: PlanApprovalRef,
+    authScopes: { authenticated: true },
+    errors: ERRORS,
+    description:
+      "Withdraw your own approval of a planned plan. The approval is kept, marked withdrawn, and counts for nothing; the " +
+      "gate is re-evaluated. InvalidStateError when the plan is not planned or you have no active approval on it.",
+    args: { planId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => withdrawApproval(deps(ctx), String(args.planId)),
   }),
   applyPlan: t.field({
     type: PlanRef,
