@@ -28,7 +28,7 @@ const schema = buildSchema(readFileSync(new URL("../../schema.graphql", import.m
 
 type Kind =
   | "role" | "user" | "workspace" | "stack" | "source" | "binding" | "policy" | "plan" | "reservation"
-  | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest";
+  | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest" | "webhook" | "webhookDelivery";
 
 /** Which of our objects an ID argument names: by argument name, and for `id` by the mutation's noun. */
 function kindOf(mutation: string, leaf: string): Kind {
@@ -37,6 +37,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     userId: "user", approverUserIds: "user",
     workspaceId: "workspace", workspaceIds: "workspace",
     stackId: "stack", identitySourceId: "source", planId: "plan", requestId: "approvalRequest",
+    deliveryId: "webhookDelivery",
   };
   if (byName[leaf]) return byName[leaf]!;
   if (leaf !== "id") throw new Error(`${mutation}: no mapping for ID argument ${leaf}; add one`);
@@ -44,6 +45,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     [/Workspace$/, "workspace"], [/ApprovalPolicy$/, "approvalPolicy"], [/GroupBinding$/, "binding"],
     [/IdentitySource$/, "source"], [/ResourcePolicy$/, "policy"], [/Role$/, "role"], [/Stack$/, "stack"],
     [/ToolConnection$/, "connection"], [/Reservation$/, "reservation"], [/ApiToken$/, "token"], [/VirtualKey$/, "virtualKey"],
+    [/Webhook$/, "webhook"],
   ];
   const hit = nouns.find(([re]) => re.test(mutation));
   if (!hit) throw new Error(`${mutation}: no object kind for its id; add one`);
@@ -136,10 +138,16 @@ beforeAll(async () => {
   const virtualKey = await t.db.prisma.virtualKey.create({
     data: { orgId: ours.orgId, workspaceId: ws.id, name: "ours-key", keyHash: createHash("sha256").update(randomBytes(8)).digest("hex"), prefix: "vk_", createdById: ours.adminId },
   });
+  const webhook = await t.db.prisma.webhook.create({
+    data: { orgId: ours.orgId, url: "https://hooks.example.test/ours", events: ["plan.approval_added"], format: "json", secretSealed: "sealed" },
+  });
+  const delivery = await t.db.prisma.webhookDelivery.create({
+    data: { orgId: ours.orgId, webhookId: webhook.id, eventId: randomBytes(8).toString("hex"), eventType: "plan.approval_added", payload: {} },
+  });
   ids = {
     role: custom.id, user: member.userId, workspace: ws.id, stack: stack.id, source: source.id, binding: binding.id, policy: policy.id,
     plan: plan.id, reservation: reservation.data?.id ?? reservation.id, token: token.id, approvalPolicy: approvalPolicy.id,
-    connection: connection.id, virtualKey: virtualKey.id,
+    connection: connection.id, virtualKey: virtualKey.id, webhook: webhook.id, webhookDelivery: delivery.id,
     // No held call in this organization: an id of the right shape that names nothing anywhere.
     approvalRequest: `req_${randomBytes(8).toString("hex")}`,
   };
