@@ -59,7 +59,8 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
                                            still missing; exits 3 if the plan can no longer
                                            get there (superseded, discarded, failed, timed out)
   plan apply <planId>                      the same as apply
-  plan report <planId> applied|failed      the runner reports how terraform apply went
+  plan report <planId> applied|failed [--message <text>]
+                                           the runner reports how terraform apply went
   plan discard <planId>                    discard a planned plan
   watch <planId> [--until <state>] [--timeout <duration>]
                                            print each gate change as it arrives; exits when
@@ -87,12 +88,13 @@ const OPTIONS = {
   workspace: { type: "string" },
   until: { type: "string" },
   comment: { type: "string" },
+  message: { type: "string" },
   target: { type: "string", multiple: true },
   timeout: { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const satisfies ParseArgsConfig["options"];
 
-type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; target?: string[]; timeout?: string; help: boolean };
+type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; message?: string; target?: string[]; timeout?: string; help: boolean };
 
 class UsageError extends Error {
   override readonly name = "UsageError";
@@ -623,7 +625,8 @@ const planReport: Command = async ({ api, args, options, io }) => {
   const outcome = arg(args, 1, "the outcome (applied or failed)").toLowerCase();
   noMoreArgs(args, 2);
   if (outcome !== "applied" && outcome !== "failed") throw new UsageError(`The outcome is applied or failed (got "${outcome}").`);
-  const plan = unwrap((await api.request(ReportPlanResultDocument, { input: { planId, outcome: outcome === "applied" ? "APPLIED" : "FAILED" } })).reportPlanResult);
+  const input = { planId, outcome: outcome === "applied" ? ("APPLIED" as const) : ("FAILED" as const), message: options.message ?? null };
+  const plan = unwrap((await api.request(ReportPlanResultDocument, { input })).reportPlanResult);
   if (options.json) json(io, plan);
   else io.out(`Plan ${plan.id} is ${plan.status.toLowerCase()}.`);
   return EXIT.ok;

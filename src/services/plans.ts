@@ -318,6 +318,8 @@ export async function applyPlan({ db, authz, events }: GateDeps, planId: string)
 export const ReportPlanResultInput = z.object({
   planId: z.string().min(1),
   outcome: z.enum(["applied", "failed"]),
+  /** What the runner says about it (terraform's error, a link to the job): shown with the plan. */
+  message: z.string().trim().max(4000, "A result message is at most 4,000 characters.").nullish(),
 });
 
 /** The runner reports how the apply went: (workspace, plan), applying → applied | failed. */
@@ -330,8 +332,8 @@ export async function reportPlanResult({ db, authz, events }: GateDeps, raw: unk
     if (locked?.status !== "applying") {
       throw new InvalidStateError("Plan", locked?.status ?? "unknown", `Plan ${head.id} is ${locked?.status}; only an applying plan has a result to report.`);
     }
-    const finished = await tx.plan.update({ where: { id: head.id }, data: { status: input.outcome, finishedAt: new Date() } });
-    await enqueuePlanEvent(tx, head.orgId, head.id, "plan.apply_finished", { outcome: input.outcome, reportedById: authz.viewer!.userId });
+    const finished = await tx.plan.update({ where: { id: head.id }, data: { status: input.outcome, finishedAt: new Date(), resultMessage: input.message || null } });
+    await enqueuePlanEvent(tx, head.orgId, head.id, "plan.apply_finished", { outcome: input.outcome, message: input.message || null, reportedById: authz.viewer!.userId });
     return finished;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, head.orgId, [head.workspaceId], `plan_${input.outcome}`);

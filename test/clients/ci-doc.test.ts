@@ -217,7 +217,7 @@ describe("docs/ci.md", { timeout: 90_000 }, () => {
     await run.waitFor("gate NOT PASSED");
     await approveAs(t, planId, s.approver.token);
     exits(await run.done, 1);
-    expect((await planRow(planId)).status).toBe("failed");
+    expect(await planRow(planId)).toMatchObject({ status: "failed", resultMessage: "terraform apply failed; see the job log" });
   });
 
   it("a plan discarded while the job waits ends the wait with exit 3, and the job stops before applying", async () => {

@@ -138,6 +138,22 @@ describe("the plan's life", () => {
     expect((await o.apply(org.adminToken, next.id)).__typename).toBe("MutationApplyPlanSuccess");
   });
 
+  it("the runner's report carries a message that reads back with the plan; over 4,000 characters is refused, nothing written", async () => {
+    const REPORT_MSG = `mutation($input: ReportPlanResultInput!) { reportPlanResult(input: $input) {
+      __typename ... on MutationReportPlanResultSuccess { data { status resultMessage } }
+      ... on ValidationError { issues { field code } } } }`;
+    const ws = await seedWorkspace(t, org.orgId, stackId);
+    const plan = await o.submit(runner.token, ws.id, [{ address: "aws_s3_bucket.a", action: "CREATE" }]);
+    expect((await o.apply(org.adminToken, plan.id)).__typename).toBe("MutationApplyPlanSuccess");
+    const long = await t.gql(REPORT_MSG, { input: { planId: plan.id, outcome: "FAILED", message: "x".repeat(4001) } }, runner.token);
+    expect(long.data.reportPlanResult.__typename).toBe("ValidationError");
+    expect(long.data.reportPlanResult.issues.map((i: { field: string }) => i.field)).toEqual(["input.message"]);
+    expect((await t.db.prisma.plan.findUniqueOrThrow({ where: { id: plan.id } })).status).toBe("applying");
+    const message = "Error: creating S3 Bucket: BucketAlreadyExists\nsee job 4242";
+    const done = await t.gql(REPORT_MSG, { input: { planId: plan.id, outcome: "FAILED", message } }, runner.token);
+    expect(done.data.reportPlanResult.data).toEqual({ status: "FAILED", resultMessage: message });
+  });
+
   it("only one plan applies at a time on a workspace", async () => {
     const ws = await seedWorkspace(t, org.orgId, stackId);
     const first = await o.submit(runner.token, ws.id, [{ address: "aws_s3_bucket.a", action: "CREATE" }]);

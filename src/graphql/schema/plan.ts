@@ -100,6 +100,7 @@ export const PlanRef = builder.prismaObject("Plan", {
     }),
     applyStartedAt: t.expose("applyStartedAt", { type: "DateTime", nullable: true }),
     finishedAt: t.expose("finishedAt", { type: "DateTime", nullable: true }),
+    resultMessage: t.exposeString("resultMessage", { nullable: true, description: "What the runner reported with an applied or failed result, if anything." }),
     storedGate: t.field({
       type: GateStatusRef,
       nullable: true,
@@ -235,6 +236,7 @@ const ReportPlanResultInputRef = builder.inputType("ReportPlanResultInput", {
   fields: (t) => ({
     planId: t.id({ required: true }),
     outcome: t.field({ type: PlanOutcomeEnum, required: true }),
+    message: t.string({ description: "What the runner says about the apply (at most 4,000 characters): terraform's error, a link to the job." }),
   }),
 });
 
@@ -296,7 +298,8 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description: "The runner reports the apply's outcome: needs (workspace, plan); applying → applied | failed.",
     args: { input: t.arg({ type: ReportPlanResultInputRef, required: true }) },
-    resolve: (_root, args, ctx) => planRow(ctx, reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome })),
+    resolve: (_root, args, ctx) =>
+      planRow(ctx, reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome, message: args.input.message })),
   }),
   discardPlan: t.field({
     type: PlanRef,
