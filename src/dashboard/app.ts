@@ -406,6 +406,22 @@ function renderHeader(): void {
   }
 }
 
+/** A gate's explanation as the CLI prints it (explainGate): one line each, what is missing marked. */
+function explainList(lines: ReturnType<typeof explainGate>): HTMLElement {
+  return h(
+    "ul",
+    { class: "explain" },
+    ...lines.map((l) =>
+      h(
+        "li",
+        { class: l.kind },
+        h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
+        h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
+      ),
+    ),
+  );
+}
+
 function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFragment | undefined, planId: string): HTMLElement {
   const plan = workspace.openPlans.find((p) => p.id === planId);
   const status = gate?.planStatus ?? plan?.status ?? "PLANNED";
@@ -424,18 +440,7 @@ function gateView(workspace: WorkspaceFieldsFragment, gate: GateStatusFieldsFrag
       plan && h("span", { class: "meta" }, `${plan.changeCount} change${plan.changeCount === 1 ? "" : "s"} · by ${plan.submittedBy.name} · ${time(plan.createdAt)}`),
       h("span", { class: `verdict ${passed ? "passed" : "held"}`, "data-testid": "gate-verdict" }, gate ? (passed ? "PASSED" : "NOT PASSED") : "…"),
     ),
-    h(
-      "ul",
-      { class: "explain" },
-      ...lines.map((l) =>
-        h(
-          "li",
-          { class: l.kind },
-          h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
-          h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
-        ),
-      ),
-    ),
+    explainList(lines),
     status === "PLANNED" &&
       h(
         "div",
@@ -548,18 +553,7 @@ function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): H
         h("button", { type: "button", "data-action": "approve", disabled: approving, onclick: () => void approve(plan.workspace.id, planId) }, approving ? "Approving…" : "Approve"),
       ),
     h("h3", {}, "Gate"),
-    h(
-      "ul",
-      { class: "explain" },
-      ...lines.map((l) =>
-        h(
-          "li",
-          { class: l.kind },
-          h("span", { class: "mark" }, l.kind === "missing" ? "✗" : l.kind === "ok" ? "✓" : "·"),
-          h("div", {}, l.text, l.from && l.from.length ? h("span", { class: "from" }, `from: ${l.from.join(", ")}`) : null),
-        ),
-      ),
-    ),
+    explainList(lines),
   );
 }
 
