@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { seal, unseal } from "../domain/seal.js";
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
@@ -154,36 +154,16 @@ function toExecution(row: {
 /** A held call's ticket (sealed), to be written to the stream again. */
 export type StrandedHeld = { approvalId: string; ticket: string };
 
-const SEAL_VERSION = "v1";
-
-function sealKey(secret: string): Buffer {
-  return Buffer.from(hkdfSync("sha256", secret, "countersign", "held-ticket-seal-v1", 32));
-}
+const TICKET_SEAL = "held-ticket-seal-v1";
 
 /**
- * AES-256-GCM under a key derived from the approval secret (which control and the gateway share):
+ * Sealed under a key derived from the approval secret (which control and the gateway share):
  * the held row never holds the raw arguments in a form a reader of the database can see.
  */
-export function sealTicket(secret: string, ticket: string): string {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv("aes-256-gcm", sealKey(secret), iv);
-  const body = Buffer.concat([cipher.update(ticket, "utf8"), cipher.final()]);
-  return `${SEAL_VERSION}.${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url")}`;
-}
+export const sealTicket = (secret: string, ticket: string): string => seal(TICKET_SEAL, secret, ticket);
 
 /** The ticket, or null when it was sealed under another secret (or altered). */
-export function openTicket(secret: string, sealed: string): string | null {
-  const [version, data] = sealed.split(".");
-  if (version !== SEAL_VERSION || !data) return null;
-  try {
-    const raw = Buffer.from(data, "base64url");
-    const decipher = createDecipheriv("aes-256-gcm", sealKey(secret), raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
-  } catch {
-    return null;
-  }
-}
+export const openTicket = (secret: string, sealed: string): string | null => unseal(TICKET_SEAL, secret, sealed);
 
 /**
  * Held records whose request never reached the inbox: still AwaitingApproval and unexpired, with

@@ -3,7 +3,8 @@
 // (one webhook_deliveries row per subscribed webhook), so it is committed with the change or not
 // at all; the delivery worker (src/services/webhook-delivery.ts) sends it.
 
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes, randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import { seal, unseal } from "../domain/seal.js";
 import { isIP } from "node:net";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
@@ -47,30 +48,13 @@ export function webhookTarget(action: "read" | "create" | "update" | "delete"): 
 
 // ── Secrets ────────────────────────────────────────────────────────────────────────────
 
-const SEAL_VERSION = "v1";
-const sealKey = (key: string) => Buffer.from(hkdfSync("sha256", key, "countersign", "webhook-secret-seal-v1", 32));
+const WEBHOOK_SEAL = "webhook-secret-seal-v1";
 
-/** AES-256-GCM under a key derived from the configured key: the row never holds the secret readably. */
-export function sealWebhookSecret(key: string, secret: string): string {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv("aes-256-gcm", sealKey(key), iv);
-  const body = Buffer.concat([cipher.update(secret, "utf8"), cipher.final()]);
-  return `${SEAL_VERSION}.${Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url")}`;
-}
+/** Sealed under a key derived from the configured key: the row never holds the secret readably. */
+export const sealWebhookSecret = (key: string, secret: string): string => seal(WEBHOOK_SEAL, key, secret);
 
 /** The secret, or null when sealed under another key (or altered). */
-export function openWebhookSecret(key: string, sealed: string): string | null {
-  const [version, data] = sealed.split(".");
-  if (version !== SEAL_VERSION || !data) return null;
-  try {
-    const raw = Buffer.from(data, "base64url");
-    const decipher = createDecipheriv("aes-256-gcm", sealKey(key), raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
-  } catch {
-    return null;
-  }
-}
+export const openWebhookSecret = (key: string, sealed: string): string | null => unseal(WEBHOOK_SEAL, key, sealed);
 
 // ── URLs ───────────────────────────────────────────────────────────────────────────────
 
