@@ -1,4 +1,4 @@
-import { createApprovalsRuntime } from "./approvals/runtime.js";
+import { createApprovalsRuntime } from "./workers/runtime.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";

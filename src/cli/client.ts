@@ -32,7 +32,7 @@ import {
   type WorkspacesQuery,
 } from "../generated/graphql/graphql.js";
 import { Api, CliError, fromMutationError, type MutationError } from "./api.js";
-import { gateText } from "./explain.js";
+import { gateText } from "../clients/explain.js";
 import { terminalSafe } from "./terminal.js";
 
 export const EXIT = { ok: 0, error: 1, usage: 2, gateNotPassed: 3 } as const;

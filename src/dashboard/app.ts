@@ -28,7 +28,7 @@ import {
   type WorkspaceFieldsFragment,
   type WorkspacesQuery,
 } from "../generated/graphql/graphql.js";
-import { explainGate } from "../cli/explain.js";
+import { explainGate } from "../clients/explain.js";
 import { coalesced } from "./coalesce.js";
 
 const TOKEN_KEY = "countersign.token";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "./canonical.js";
+import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 
 /**
  * What the agent sees when a call is held, and the ticket that travels to the inbox

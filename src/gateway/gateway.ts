@@ -1,7 +1,7 @@
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { claimsMatch, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
-import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "./canonical.js";
+import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
 import {
   APPROVAL_REQUIRED_HTTP_STATUS,

@@ -1,4 +1,4 @@
 export * from "./approval-token.js";
-export * from "./canonical.js";
+export * from "../domain/canonical.js";
 export * from "./cedar-gate.js";
 export * from "./errors.js";

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { sha256Hex } from "./canonical.js";
+import { sha256Hex } from "../domain/canonical.js";
 
 /**
  * Virtual keys: the agent's gateway credential. `vk_` + 32 random bytes (base64url). Only the

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AppDeps } from "../app.js";
-import { createApprovalsRuntime, type ApprovalsRuntime } from "../approvals/runtime.js";
+import { createApprovalsRuntime, type ApprovalsRuntime } from "../workers/runtime.js";
 import { createDashboardHttp } from "../dashboard/http.js";
 import { createWebhookWorker, type WebhookWorker } from "./webhook-delivery.js";
 

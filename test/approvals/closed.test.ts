@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDeliveryWorker, type DeliveryOptions } from "../../src/approvals/delivery.js";
+import { createDeliveryWorker, type DeliveryOptions } from "../../src/workers/delivery.js";
 import { checkPermission, compilePrincipal, type Permission } from "../../src/domain/catalog/index.js";
 import { systemRoleId } from "../../src/services/system-roles.js";
 import { addMember } from "../helpers/fixtures.js";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDeliveryWorker } from "../../src/approvals/delivery.js";
+import { createDeliveryWorker } from "../../src/workers/delivery.js";
 import { verifyApprovalToken } from "../../src/gateway/approval-token.js";
 import { APPROVAL_SECRET, createWorld, heldAndFiled, SERVICE_TOKEN, vote, type World } from "./world.js";
 

@@ -2,7 +2,7 @@ import { Redis } from "ioredis";
 import { createClient, type Client } from "graphql-ws";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createIngestWorker } from "../../src/approvals/ingest.js";
+import { createIngestWorker } from "../../src/workers/ingest.js";
 import { mintApprovalToken } from "../../src/gateway/approval-token.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
 import { createGateway } from "../../src/gateway/gateway.js";

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createIngestWorker } from "../../src/approvals/ingest.js";
+import { createIngestWorker } from "../../src/workers/ingest.js";
 import { policySetHash } from "../../src/domain/approvals/policy.js";
 import { encodeTicket, newApprovalTicket, ticketFingerprint, type ApprovalTicket } from "../../src/gateway/errors.js";
-import { toDomainPolicy } from "../../src/approvals/policies.js";
+import { toDomainPolicy } from "../../src/services/approvals/policies.js";
 import { createWorld, type World } from "./world.js";
 
 // Seed 003, "The inbox": the ingest worker on the real Redis stream and PostgreSQL.

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { Redis } from "ioredis";
-import { createDeliveryWorker, type DeliveryOptions } from "../../src/approvals/delivery.js";
-import { createIngestWorker, type IngestOptions } from "../../src/approvals/ingest.js";
+import { createDeliveryWorker, type DeliveryOptions } from "../../src/workers/delivery.js";
+import { createIngestWorker, type IngestOptions } from "../../src/workers/ingest.js";
 import { validateApprovalRules, type ApprovalRule } from "../../src/domain/approvals/policy.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
 import { createGateway, type ExecuteCall, type GatewayOptions, type ToolCallInput } from "../../src/gateway/gateway.js";

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "graphql-ws";
 import { Redis } from "ioredis";
-import { createIngestWorker } from "../../src/approvals/ingest.js";
+import { createIngestWorker } from "../../src/workers/ingest.js";
 import { createEventBus } from "../../src/infra/events.js";
 import { createLogger } from "../../src/infra/logger.js";
 import { TEST_DATABASE_URL } from "../helpers/env.js";

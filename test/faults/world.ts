@@ -2,7 +2,7 @@
 // an organization, a runner who plans, three approvers, a stack, a workspace with a connection,
 // a virtual key and an approval policy (held calls file as pending requests).
 
-import { createApprovalPolicy } from "../../src/approvals/policies.js";
+import { createApprovalPolicy } from "../../src/services/approvals/policies.js";
 import { Authz } from "../../src/authz/authz.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { openPostgres, type Database } from "../../src/infra/db.js";

@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mintApprovalToken } from "../../src/gateway/approval-token.js";
-import { argumentHash } from "../../src/gateway/canonical.js";
+import { argumentHash } from "../../src/domain/canonical.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
 import { decodeTicket, TICKET_TTL_MS } from "../../src/gateway/errors.js";
 import { createGateway, derivedIdempotencyKey, RESUME_PATH, type ResumeBody } from "../../src/gateway/gateway.js";

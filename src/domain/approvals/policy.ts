@@ -1,6 +1,6 @@
 import { z } from "zod";
 // The one canonical JSON the gateway hashes arguments with; pure, no gateway state.
-import { canonicalJson, sha256Hex } from "../../gateway/canonical.js";
+import { canonicalJson, sha256Hex } from "../canonical.js";
 
 /**
  * Approval policies: which humans may review which tools in which environments (seed 003,

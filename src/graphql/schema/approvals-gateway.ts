@@ -13,7 +13,7 @@ import {
   revokeVirtualKey,
   setWorkspaceFrozen,
   updateConnection,
-} from "../../approvals/keys.js";
+} from "../../services/approvals/keys.js";
 
 // The agent gateway's identities for a workspace (seed 003): virtual keys, connections, freeze.
 

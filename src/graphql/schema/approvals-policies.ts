@@ -12,7 +12,7 @@ import {
   listApprovalPolicies,
   updateApprovalPolicy,
   type PolicyRow,
-} from "../../approvals/policies.js";
+} from "../../services/approvals/policies.js";
 
 // Approval policies (seed 003): who may review which tools in which environments.
 

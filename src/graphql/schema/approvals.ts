@@ -7,9 +7,9 @@ import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
 import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
-import { currentQuorums, resolvedSnapshots } from "../../approvals/quorum.js";
-import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../approvals/requests.js";
-import { workspaceInViewerOrg, workspaceTarget } from "../../approvals/workspaces.js";
+import { currentQuorums, resolvedSnapshots } from "../../services/approvals/quorum.js";
+import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
+import { workspaceInViewerOrg, workspaceTarget } from "../../services/approvals/workspaces.js";
 import { mergeEvents } from "./approvals-events.js";
 import { forgetRuleWorkspaces, readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 // The other held-tool-call modules register themselves through this one import.

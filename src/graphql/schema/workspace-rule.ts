@@ -6,7 +6,7 @@ import DataLoader from "dataloader";
 import type { Context } from "../context.js";
 import { readable } from "../builder.js";
 import { wroteIt } from "../denied-edges.js";
-import { workspaceTarget } from "../../approvals/workspaces.js";
+import { workspaceTarget } from "../../services/approvals/workspaces.js";
 
 export type RuleWorkspace = { id: string; orgId: string; name: string; environment: string; stack: { authzGroups: string[] } };
 

@@ -7,7 +7,7 @@ import DataLoader from "dataloader";
 import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
-import { workspaceTarget } from "../../approvals/workspaces.js";
+import { workspaceTarget } from "../../services/approvals/workspaces.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { RoleRef } from "./access.js";

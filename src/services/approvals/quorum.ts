@@ -1,6 +1,6 @@
-import { roleMembers } from "../authz/principal.js";
-import { closeUnresolvableDenies, quorum, type QuorumResult, type RuleSnapshot, type Vote } from "../domain/approvals/policy.js";
-import type { SqlRunner } from "../infra/db.js";
+import { roleMembers } from "../../authz/principal.js";
+import { closeUnresolvableDenies, quorum, type QuorumResult, type RuleSnapshot, type Vote } from "../../domain/approvals/policy.js";
+import type { SqlRunner } from "../../infra/db.js";
 
 /**
  * Quorum with CURRENT memberships (seed 003, "Preflight": "quorum still satisfied by current

@@ -1,8 +1,8 @@
-import type { Authz } from "../authz/authz.js";
-import type { Target } from "../domain/catalog/index.js";
-import { NotFoundError } from "../errors.js";
-import type { Database } from "../infra/db.js";
-import type { Tx } from "../services/gate.js";
+import type { Authz } from "../../authz/authz.js";
+import type { Target } from "../../domain/catalog/index.js";
+import { NotFoundError } from "../../errors.js";
+import type { Database } from "../../infra/db.js";
+import type { Tx } from "../gate.js";
 
 export type ScopedWorkspace = {
   id: string;

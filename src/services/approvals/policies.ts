@@ -1,20 +1,20 @@
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { Authz } from "../../authz/authz.js";
 import {
   policySetHash,
   validateApprovalPolicySet,
   validateApprovalRules,
   type ApprovalPolicy,
   type ApprovalRule,
-} from "../domain/approvals/policy.js";
-import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors.js";
-import type { Database, SqlRunner } from "../infra/db.js";
-import type { EventBus } from "../infra/events.js";
-import { parseInput } from "../services/stacks.js";
-import { uniqueViolation } from "../services/prisma-errors.js";
-import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
+} from "../../domain/approvals/policy.js";
+import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../../errors.js";
+import type { Database, SqlRunner } from "../../infra/db.js";
+import type { EventBus } from "../../infra/events.js";
+import { parseInput } from "../stacks.js";
+import { uniqueViolation } from "../prisma-errors.js";
+import { LOCKING_TX_OPTIONS, type Tx } from "../gate.js";
 import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
-import type { Prisma } from "../generated/prisma/client.js";
+import type { Prisma } from "../../generated/prisma/client.js";
 
 /**
  * Approval policies over GraphQL's services (seed 003, "Approval policies"): managed under

@@ -1,5 +1,5 @@
-import type { Database, SqlRunner } from "../infra/db.js";
-import { LOCKING_TX_OPTIONS, txSql } from "../services/gate.js";
+import type { Database, SqlRunner } from "../../infra/db.js";
+import { LOCKING_TX_OPTIONS, txSql } from "../gate.js";
 
 /**
  * A transaction as a SqlRunner, for the delivery worker's hot path. On PostgreSQL it is one

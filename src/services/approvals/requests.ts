@@ -1,16 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
-import { reviewerEligibility, type RuleSnapshot } from "../domain/approvals/policy.js";
-import { AppError, ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
-import type { Database } from "../infra/db.js";
-import type { EventBus } from "../infra/events.js";
-import { parseInput } from "../services/stacks.js";
+import type { Authz } from "../../authz/authz.js";
+import { reviewerEligibility, type RuleSnapshot } from "../../domain/approvals/policy.js";
+import { AppError, ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../../errors.js";
+import type { Database } from "../../infra/db.js";
+import type { EventBus } from "../../infra/events.js";
+import { parseInput } from "../stacks.js";
 import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
 import { workspaceTarget } from "./workspaces.js";
-import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
+import { enqueueApprovalRequestEvent } from "../webhooks.js";
 
 /**
  * Held tool calls on the control plane: reading a request, the reviewer's inbox, and voting

@@ -8,10 +8,10 @@ import { providerOfTool } from "../gateway/store.js";
 import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import { policySetHashOf } from "./policies.js";
-import { inTransaction } from "./sql.js";
-import { currentQuorum } from "./quorum.js";
-import { expireOverdueRequests } from "./requests.js";
+import { policySetHashOf } from "../services/approvals/policies.js";
+import { inTransaction } from "../services/approvals/sql.js";
+import { currentQuorum } from "../services/approvals/quorum.js";
+import { expireOverdueRequests } from "../services/approvals/requests.js";
 
 /**
  * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt

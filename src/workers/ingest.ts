@@ -3,13 +3,13 @@ import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
 import { APPROVAL_STREAM, decodeTicket, type ApprovalTicket } from "../gateway/errors.js";
-import { canonicalJson, sha256Hex } from "../gateway/canonical.js";
+import { canonicalJson, sha256Hex } from "../domain/canonical.js";
 import { providerOfTool } from "../gateway/store.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
-import { toDomainPolicy } from "./policies.js";
+import { toDomainPolicy } from "../services/approvals/policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
 import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 

@@ -1,11 +1,11 @@
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
-import { ConflictError, InvalidStateError, NotFoundError } from "../errors.js";
-import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../gateway/keys.js";
-import type { Database } from "../infra/db.js";
-import { uniqueViolation } from "../services/prisma-errors.js";
-import { parseInput } from "../services/stacks.js";
-import { LOCKING_TX_OPTIONS } from "../services/gate.js";
+import type { Authz } from "../../authz/authz.js";
+import { ConflictError, InvalidStateError, NotFoundError } from "../../errors.js";
+import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../gateway/keys.js";
+import type { Database } from "../../infra/db.js";
+import { uniqueViolation } from "../prisma-errors.js";
+import { parseInput } from "../stacks.js";
+import { LOCKING_TX_OPTIONS } from "../gate.js";
 import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
 
 /**
