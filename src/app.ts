@@ -14,22 +14,58 @@ import { Authz } from "./authz/authz.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
-import type { Config } from "./infra/config.js";
 import { readBodyWithinLimit } from "./infra/body-limit.js";
-import type { Database } from "./infra/db.js";
-import type { EventBus } from "./infra/events.js";
-import type { Logger } from "./infra/logger.js";
-import { createServices } from "./services/index.js";
+import type { HttpHandler } from "./infra/http.js";
+import type { Infra } from "./infra/index.js";
+import { prepareDatabase } from "./services/startup.js";
+import { createWorkers } from "./workers/index.js";
+import type { ApprovalsRuntime } from "./workers/runtime.js";
+import type { WebhookWorker } from "./services/webhook-delivery.js";
+import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./infra/operator.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
-export interface AppDeps {
-  config: Config;
-  db: Database;
-  events: EventBus;
-  logger: Logger;
+/** Start-up's database work (migrate, system roles, bootstrap or demo org), for main.ts. */
+export { prepareDatabase };
+
+/**
+ * The composition root: this file mounts the extra HTTP routes, GraphQL and the background
+ * workers; main.ts and tests call createApp, and nothing under src/ imports it back
+ * (test/layout.test.ts).
+ */
+/** The extra HTTP routes and background workers composed beside GraphQL. */
+export interface Services {
+  config: Infra["config"];
+  /** Extra HTTP routes, tried in order before GraphQL. */
+  http: HttpHandler | null;
+  /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
+  approvals: ApprovalsRuntime;
+  /** Outbound webhook delivery (docs/webhooks.md). */
+  webhooks: WebhookWorker;
+  close(): Promise<void>;
+}
+
+function createServices(deps: Infra): Services {
+  const handlers: HttpHandler[] = [];
+  const workers = createWorkers(deps);
+  const { approvals, webhooks } = workers;
+  if (approvals.http) handlers.push(approvals.http);
+  // The live gate dashboard at / and the explorer's assets (src/dashboard/).
+  handlers.push(createDashboardHttp());
+  // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
+  if (deps.config.workers === "all") workers.start();
+  return {
+    config: deps.config,
+    approvals,
+    webhooks,
+    http: async (req, res, url) => {
+      for (const handler of handlers) if (await handler(req, res, url)) return true;
+      return false;
+    },
+    close: () => workers.close(),
+  };
 }
 
 /** Operation limits: every operation is bounded before it executes. */
@@ -55,7 +91,7 @@ export function socketSink(
   };
 }
 
-export function createApp(deps: AppDeps) {
+export function createApp(deps: Infra) {
   const { db, events, logger } = deps;
   const services = createServices(deps);
   // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/infra/operator.ts).
@@ -71,7 +107,7 @@ export function createApp(deps: AppDeps) {
       events,
       viewer,
       authz: new Authz(db.sql, viewer),
-      services,
+      config: deps.config,
     };
   }
 

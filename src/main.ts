@@ -1,9 +1,8 @@
-import { createApp } from "./app.js";
+import { createApp, prepareDatabase } from "./app.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { createLogger } from "./infra/logger.js";
-import { prepareDatabase } from "./services/startup.js";
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);

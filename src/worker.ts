@@ -1,10 +1,9 @@
-import { createApprovalsRuntime } from "./workers/runtime.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { createLogger } from "./infra/logger.js";
 import { migrate } from "./infra/migrate.js";
-import { createWebhookWorker } from "./services/webhook-delivery.js";
+import { createWorkers } from "./workers/index.js";
 
 /**
  * `npm run worker`: the background workers alone (approval-stream ingest, delivery and expiry,
@@ -19,10 +18,9 @@ const logger = createLogger(config.logLevel).child({ process: "worker" });
 const db = await openDatabase(config.database);
 await migrate(db.sql);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
-const runtime = createApprovalsRuntime({ config: { ...config, gatewayEmbedded: false }, db, events, logger });
-runtime.startWorkers();
-const webhooks = createWebhookWorker({ db, config, logger });
-webhooks.start();
+const workers = createWorkers({ config: { ...config, gatewayEmbedded: false }, db, events, logger });
+workers.start();
+const runtime = workers.approvals;
 logger.info({ ingest: runtime.ingest !== null, delivery: runtime.delivery !== null }, "Countersign workers running");
 
 let stopping = false;
@@ -30,7 +28,7 @@ async function stop(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, "worker shutting down");
-  await Promise.all([runtime.close(), webhooks.stop()]);
+  await workers.close();
   await events.close();
   await db.close();
   process.exit(0);

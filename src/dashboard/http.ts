@@ -1,4 +1,4 @@
-// The dashboard's and explorer's HTTP routes, served beside /graphql through `services.http`:
+// The dashboard's and explorer's HTTP routes, served beside /graphql by app.ts:
 //   GET /                      the dashboard page
 //   GET /dashboard/app.js      src/dashboard/app.ts bundled for the browser by esbuild (once, on
 //                              first request, then kept in memory)
@@ -9,8 +9,10 @@ import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import type { HttpHandler } from "../services/index.js";
 import { EXPLORER_ASSETS, EXPLORER_START_JS } from "./explorer.js";
+
+/** infra/http.ts's HttpHandler, restated so that dashboard/ imports nothing from the server side. */
+type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
 
 interface Asset {
   type: string;

@@ -1,9 +1,9 @@
 import type { Viewer } from "../auth/authenticate.js";
 import type { Authz } from "../authz/authz.js";
+import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import type { Services } from "../services/index.js";
 
 /** One per HTTP request and one per subscription operation, built by one factory (app.ts). */
 export interface Context {
@@ -13,7 +13,7 @@ export interface Context {
   events: EventBus;
   viewer: Viewer | null;
   authz: Authz;
-  services: Services;
+  config: Config;
   /**
    * Set on a graphql-ws subscription's context (app.ts): its id and a write to its socket, so a
    * shared event result can be sent without the per-subscriber pipeline (shared-events.ts).

@@ -18,7 +18,7 @@ import {
 } from "../../services/webhooks.js";
 import { notFoundAsNull } from "./workspace.js";
 
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.services.config });
+const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.config });
 
 /** GraphQL enum names cannot hold a dot: plan.needs_approvals ↔ PLAN_NEEDS_APPROVALS. */
 const WebhookEventEnum = builder.enumType("WebhookEvent", {
