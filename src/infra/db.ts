@@ -145,3 +145,20 @@ export async function openPglite(dataDir: string): Promise<Database> {
     },
   };
 }
+
+export type Tx = Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0];
+
+/** Transactions that wait on row locks (applyPlan, approvals, policy edits) get room to wait. */
+export const LOCKING_TX_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
+
+/** Raw SQL inside a Prisma interactive transaction, as a SqlRunner (one connection, one tx). */
+export function txSql(tx: Tx): SqlRunner {
+  const runner: SqlRunner = {
+    query: async <T>(text: string, params: unknown[] = []) => (await tx.$queryRawUnsafe(text, ...params)) as T[],
+    exec: async (script) => {
+      await tx.$executeRawUnsafe(script);
+    },
+    withConnection: (fn) => fn(runner),
+  };
+  return runner;
+}

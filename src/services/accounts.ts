@@ -1,6 +1,6 @@
 import { generateToken, hashToken, tokenPrefix } from "../auth/tokens.js";
 import type { PrismaClient } from "../infra/db.js";
-import type { Tx } from "./gate.js";
+import type { Tx } from "../infra/db.js";
 import { systemRoleId } from "./system-roles.js";
 
 /** Issues a token for a user in an org; the plaintext is returned once and never stored. */

@@ -12,7 +12,7 @@
 //   memberships only) through src/authz/principal.ts's roleMembers.
 //
 // Every read goes through a SqlRunner, so the same loader serves a plain query (the pool) and
-// applyPlan's locked transaction (txSql below).
+// applyPlan's locked transaction (infra/db.ts's txSql).
 
 import DataLoader from "dataloader";
 import { AUTHZ_EPOCH_SQL, loadPrincipals, roleMembers } from "../authz/principal.js";
@@ -30,22 +30,9 @@ import {
 } from "../domain/gate/index.js";
 import type { Database, SqlRunner } from "../infra/db.js";
 
-export type Tx = Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0];
-
-/** Transactions that wait on row locks (applyPlan, approvals, policy edits) get room to wait. */
-export const LOCKING_TX_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
-
-/** Raw SQL inside a Prisma interactive transaction, as a SqlRunner (one connection, one tx). */
-export function txSql(tx: Tx): SqlRunner {
-  const runner: SqlRunner = {
-    query: async <T>(text: string, params: unknown[] = []) => (await tx.$queryRawUnsafe(text, ...params)) as T[],
-    exec: async (script) => {
-      await tx.$executeRawUnsafe(script);
-    },
-    withConnection: (fn) => fn(runner),
-  };
-  return runner;
-}
+// Tx, LOCKING_TX_OPTIONS and txSql live in infra/db.ts; re-exported here so code written
+// before the move still compiles (import them from infra/db.ts).
+export { type Tx, LOCKING_TX_OPTIONS, txSql } from "../infra/db.js";
 
 export type PlanStatus = "planned" | "applying" | "applied" | "failed" | "discarded";
 

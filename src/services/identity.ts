@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ConflictError, NotFoundError } from "../errors.js";
 import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, rolesPerBindingOrThrow, type RoleDeps } from "./roles.js";
-import { parseInput } from "./stacks.js";
+import { parseInput } from "./parse.js";
 import { DisplayName, KeyText } from "./input-rules.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import type { Database } from "../infra/db.js";

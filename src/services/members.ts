@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError } from "../errors.js";
 import { findOrCreateUser, issueToken } from "./accounts.js";
 import { announceAuthzChange, findRole, rejectPersonalOrg, requireMemberUser, type RoleDeps } from "./roles.js";
-import { parseInput } from "./stacks.js";
+import { parseInput } from "./parse.js";
 import { DisplayName } from "./input-rules.js";
 import { findThenAuthorize } from "./find-then-authorize.js";
 

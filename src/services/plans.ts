@@ -19,7 +19,6 @@ import { checkPermission } from "../domain/catalog/index.js";
 import { ConflictError, GateNotPassedError, InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError } from "../errors.js";
 import type { Database } from "../infra/db.js";
 import {
-  LOCKING_TX_OPTIONS,
   isNamedApproverOnPlan,
   loadGateInputs,
   loadPlanHead,
@@ -30,12 +29,12 @@ import {
   principalSource,
   evaluateLive,
   needsNoApproval,
-  txSql,
   workspaceTarget,
   type PlanHead,
   type StoredEvaluation,
 } from "./gate.js";
-import { parseInput } from "./stacks.js";
+import { LOCKING_TX_OPTIONS, txSql } from "../infra/db.js";
+import { parseInput } from "./parse.js";
 import { enqueuePlanEvent } from "./webhooks.js";
 import {
   assertNotArchived,

@@ -15,10 +15,11 @@
 import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } from "./gate.js";
+import { lockWorkspaces, workspaceTarget } from "./gate.js";
+import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { findRole, usableRoleWhere } from "./roles.js";
-import { parseInput } from "./stacks.js";
+import { parseInput } from "./parse.js";
 import { enqueueReservationEvent } from "./webhooks.js";
 import {
   assertNotArchived,

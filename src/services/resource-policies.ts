@@ -13,9 +13,11 @@ import type { Authz } from "../authz/authz.js";
 import { CHANGE_ACTIONS, resourceAddressProblem, validateAddressPattern, type ChangeAction } from "../domain/gate/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors.js";
 import type { Database } from "../infra/db.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
+import { lockWorkspaces } from "./gate.js";
+import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
-import { parseInput, ResourceName } from "./stacks.js";
+import { ResourceName } from "./stacks.js";
+import { parseInput } from "./parse.js";
 import { policiesNamingRoleWhere, usableRoleWhere } from "./roles.js";
 import { publishGateChange, type GateDeps } from "./workspaces.js";
 

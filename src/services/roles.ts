@@ -8,7 +8,8 @@ import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, type Tx } from "./gate.js";
+import { lockWorkspaces } from "./gate.js";
+import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { publishGateChange } from "./workspaces.js";
 import { findThenAuthorize } from "./find-then-authorize.js";

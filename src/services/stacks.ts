@@ -34,18 +34,10 @@ export const stackTarget = (stack: Pick<StackRow, "name" | "authzGroups"> | null
   groups: stack ? stack.authzGroups : null,
 });
 
-/** Parses input with zod, turning issues into a ValidationError naming each field under `prefix`. */
-export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix = "input"): T {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  throw new ValidationError(
-    result.error.issues.map((issue) => ({
-      field: [...(prefix ? [prefix] : []), ...issue.path.map(String)].join("."),
-      code: issue.code,
-      message: issue.message,
-    })),
-  );
-}
+// parseInput lives in services/parse.ts; re-exported here so code written before the move
+// still compiles (import it from ./parse.js).
+import { parseInput } from "./parse.js";
+export { parseInput };
 
 function groupsOrThrow(groups: string[], field = "input.authzGroups"): string[] {
   const result = validateStackAuthzGroups(groups);

@@ -12,8 +12,9 @@ import type { Target } from "../domain/catalog/check.js";
 import { InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
 import type { Config } from "../infra/config.js";
 import type { Database, SqlRunner } from "../infra/db.js";
-import { evaluateLive, loadPeople, loadPlanHead, txSql, type Tx } from "./gate.js";
-import { parseInput } from "./stacks.js";
+import { evaluateLive, loadPeople, loadPlanHead } from "./gate.js";
+import { txSql, type Tx } from "../infra/db.js";
+import { parseInput } from "./parse.js";
 
 export const WEBHOOK_EVENTS = [
   "plan.needs_approvals",

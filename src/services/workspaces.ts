@@ -12,9 +12,11 @@ import { namePageQuery } from "../authz/list-filter.js";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
-import { LOCKING_TX_OPTIONS, lockWorkspaces, txSql, workspaceTarget, type Tx } from "./gate.js";
+import { lockWorkspaces, workspaceTarget } from "./gate.js";
+import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
-import { findReadableStack, parseInput, ResourceName } from "./stacks.js";
+import { findReadableStack, ResourceName } from "./stacks.js";
+import { parseInput } from "./parse.js";
 
 export interface GateDeps {
   db: Database;

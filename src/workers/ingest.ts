@@ -10,7 +10,7 @@ import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "../services/approvals/policies.js";
-import { LOCKING_TX_OPTIONS, type Tx } from "../services/gate.js";
+import { LOCKING_TX_OPTIONS, type Tx } from "../infra/db.js";
 import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 /**

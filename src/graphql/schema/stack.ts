@@ -7,10 +7,10 @@ import {
   deleteStack,
   findReadableStack,
   listStacks,
-  parseInput,
   stackTarget,
   updateStack,
 } from "../../services/stacks.js";
+import { parseInput } from "../../services/parse.js";
 import { setProtectedLabelKeys, setStackOutputs, StackOutputsInput } from "../../services/labels.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 

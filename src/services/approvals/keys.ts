@@ -4,8 +4,8 @@ import { ConflictError, InvalidStateError, NotFoundError } from "../../errors.js
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../gateway/keys.js";
 import type { Database } from "../../infra/db.js";
 import { uniqueViolation } from "../prisma-errors.js";
-import { parseInput } from "../stacks.js";
-import { LOCKING_TX_OPTIONS } from "../gate.js";
+import { parseInput } from "../parse.js";
+import { LOCKING_TX_OPTIONS } from "../../infra/db.js";
 import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
 
 /**

@@ -10,9 +10,9 @@ import {
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../../errors.js";
 import type { Database, SqlRunner } from "../../infra/db.js";
 import type { EventBus } from "../../infra/events.js";
-import { parseInput } from "../stacks.js";
+import { parseInput } from "../parse.js";
 import { uniqueViolation } from "../prisma-errors.js";
-import { LOCKING_TX_OPTIONS, type Tx } from "../gate.js";
+import { LOCKING_TX_OPTIONS, type Tx } from "../../infra/db.js";
 import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
 import type { Prisma } from "../../generated/prisma/client.js";
 

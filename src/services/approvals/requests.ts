@@ -5,7 +5,7 @@ import { reviewerEligibility, type RuleSnapshot } from "../../domain/approvals/p
 import { AppError, ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../../errors.js";
 import type { Database } from "../../infra/db.js";
 import type { EventBus } from "../../infra/events.js";
-import { parseInput } from "../stacks.js";
+import { parseInput } from "../parse.js";
 import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";

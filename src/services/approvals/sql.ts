@@ -1,5 +1,5 @@
 import type { Database, SqlRunner } from "../../infra/db.js";
-import { LOCKING_TX_OPTIONS, txSql } from "../gate.js";
+import { LOCKING_TX_OPTIONS, txSql } from "../../infra/db.js";
 
 /**
  * A transaction as a SqlRunner, for the delivery worker's hot path. On PostgreSQL it is one

@@ -2,7 +2,7 @@ import type { Authz } from "../../authz/authz.js";
 import type { Target } from "../../domain/catalog/index.js";
 import { NotFoundError } from "../../errors.js";
 import type { Database } from "../../infra/db.js";
-import type { Tx } from "../gate.js";
+import type { Tx } from "../../infra/db.js";
 
 export type ScopedWorkspace = {
   id: string;
