@@ -36,7 +36,6 @@ import {
   readGateInputs,
   loadPeople,
   snapshotOf,
-  workspaceTarget,
   type GateInputRead,
   type GateSnapshot,
   type People,
@@ -46,6 +45,7 @@ import {
   type RoleRow,
   type UserRow,
 } from "./gate.js";
+import { workspaceTarget } from "../authz/targets.js";
 
 export interface WorkspaceGates {
   workspaceId: string;

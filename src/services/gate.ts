@@ -29,6 +29,7 @@ import {
   type RequirementCount,
 } from "../domain/gate/index.js";
 import type { Database, SqlRunner } from "../infra/db.js";
+import { workspaceTarget } from "../authz/targets.js";
 
 // Tx, LOCKING_TX_OPTIONS and txSql live in infra/db.ts; re-exported here so code written
 // before the move still compiles (import them from infra/db.ts).
@@ -51,13 +52,8 @@ export interface PlanHead {
   authzGroups: string[];
 }
 
-/** The workspace-family target of a workspace (match value = its name, groups = its stack's). */
-export function workspaceTarget(
-  workspace: { name: string; authzGroups: readonly string[] },
-  action: "create" | "read" | "update" | "archive" | "approve" | "plan" | "freeze",
-): Target {
-  return { resourceType: "workspace", action, matchValue: workspace.name, groups: workspace.authzGroups };
-}
+// workspaceTarget lives in authz/targets.ts; re-exported for code written before the move.
+export { workspaceTarget };
 
 const HEAD_COLUMNS = `p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
        p."applyEvaluation", w.name AS "workspaceName", w."requiredApprovals",

@@ -2,7 +2,8 @@ import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import { ConflictError, ValidationError } from "../errors.js";
-import { findReadableStack, stackTarget } from "./stacks.js";
+import { findReadableStack } from "./stacks.js";
+import { stackTarget } from "../authz/targets.js";
 import { DisplayName } from "./input-rules.js";
 
 export const StackOutputsInput = z

@@ -29,10 +29,10 @@ import {
   principalSource,
   evaluateLive,
   needsNoApproval,
-  workspaceTarget,
   type PlanHead,
   type StoredEvaluation,
 } from "./gate.js";
+import { workspaceTarget } from "../authz/targets.js";
 import { LOCKING_TX_OPTIONS, txSql } from "../infra/db.js";
 import { parseInput } from "./parse.js";
 import { enqueuePlanEvent } from "./webhooks.js";

@@ -15,7 +15,8 @@
 import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
-import { lockWorkspaces, workspaceTarget } from "./gate.js";
+import { lockWorkspaces } from "./gate.js";
+import { workspaceTarget } from "../authz/targets.js";
 import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { findRole, usableRoleWhere } from "./roles.js";

@@ -3,6 +3,7 @@ import { validateStackAuthzGroups, type Target } from "../domain/catalog/index.j
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Authz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
+import { stackTarget } from "../authz/targets.js";
 import type { Database } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
 
@@ -27,12 +28,8 @@ export interface StackRow {
   labels: unknown;
 }
 
-export const stackTarget = (stack: Pick<StackRow, "name" | "authzGroups"> | null, action: Target["action"]): Target => ({
-  resourceType: "stack",
-  action,
-  matchValue: stack ? stack.name : null,
-  groups: stack ? stack.authzGroups : null,
-});
+// stackTarget lives in authz/targets.ts; re-exported for code written before the move.
+export { stackTarget };
 
 // parseInput lives in services/parse.ts; re-exported here so code written before the move
 // still compiles (import it from ./parse.js).

@@ -9,7 +9,8 @@ import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { currentQuorums, resolvedSnapshots } from "../../services/approvals/quorum.js";
 import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
-import { workspaceInViewerOrg, workspaceTarget } from "../../services/approvals/workspaces.js";
+import { workspaceInViewerOrg } from "../../services/approvals/workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { mergeEvents } from "./approvals-events.js";
 import { forgetRuleWorkspaces, readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 // The other held-tool-call modules register themselves through this one import.
@@ -350,7 +351,7 @@ builder.queryFields((t) => ({
     },
     resolve: async (_root, args, ctx) => {
       const workspace = await workspaceInViewerOrg(ctx.db, ctx.authz, String(args.workspaceId));
-      await ctx.authz.require(workspaceTarget(workspace, "approval_request", "read"));
+      await ctx.authz.require(workspaceFamilyTarget(workspace, "approval_request", "read"));
       const first = Math.min(Math.max(args.first ?? 50, 1), 100);
       const offset = args.after ? Number(Buffer.from(args.after, "base64url").toString("utf8").replace(/^o:/, "")) + 1 : 0;
       const rows = await ctx.db.prisma.approvalRequest.findMany({

@@ -7,9 +7,9 @@ import {
   deleteStack,
   findReadableStack,
   listStacks,
-  stackTarget,
   updateStack,
 } from "../../services/stacks.js";
+import { stackTarget } from "../../authz/targets.js";
 import { parseInput } from "../../services/parse.js";
 import { setProtectedLabelKeys, setStackOutputs, StackOutputsInput } from "../../services/labels.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";

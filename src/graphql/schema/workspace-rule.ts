@@ -6,7 +6,7 @@ import DataLoader from "dataloader";
 import type { Context } from "../context.js";
 import { readable } from "../builder.js";
 import { wroteIt } from "../denied-edges.js";
-import { workspaceTarget } from "../../services/approvals/workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 
 export type RuleWorkspace = { id: string; orgId: string; name: string; environment: string; stack: { authzGroups: string[] } };
 
@@ -42,5 +42,5 @@ export async function readableInWorkspace(ctx: Context, o: { orgId: string; work
   if (!ctx.viewer || o.orgId !== ctx.viewer.orgId) return false;
   const workspace = await ruleWorkspace(ctx, o.workspaceId);
   if (!workspace || workspace.orgId !== o.orgId) return false;
-  return readable(ctx, o, o.orgId, workspaceTarget(workspace, family, "read"));
+  return readable(ctx, o, o.orgId, workspaceFamilyTarget(workspace, family, "read"));
 }

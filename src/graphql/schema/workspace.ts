@@ -7,7 +7,7 @@ import DataLoader from "dataloader";
 import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
-import { workspaceTarget } from "../../services/approvals/workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { RoleRef } from "./access.js";
@@ -77,7 +77,7 @@ export const WORKSPACE_RULE_INPUTS = { stack: { select: { authzGroups: true } } 
 export const IN_WORKSPACE_RULE_INPUTS = { workspace: { select: { name: true, stack: { select: { authzGroups: true } } } } } as const;
 type InWorkspace = { orgId: string; workspace: { name: string; stack: { authzGroups: string[] } } };
 /** The read rule of a plan or a reservation: the caller may read its workspace. */
-export const inReadableWorkspace = (o: InWorkspace, ctx: Context) => readable(ctx, o, o.orgId, workspaceTarget(o.workspace, "workspace", "read"));
+export const inReadableWorkspace = (o: InWorkspace, ctx: Context) => readable(ctx, o, o.orgId, workspaceFamilyTarget(o.workspace, "workspace", "read"));
 
 /** A workspace a mutation wrote, read back with what the Workspace type's rule needs. */
 export async function workspaceRow(ctx: Context, written: Promise<{ id: string }>): Promise<WorkspaceRow> {
@@ -93,7 +93,7 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
   // What the read rule needs, loaded with the workspace itself (no query of its own).
   include: WORKSPACE_RULE_INPUTS,
   runScopesOnType: true,
-  authScopes: (w, ctx) => readable(ctx, w, w.orgId, workspaceTarget(w, "workspace", "read")),
+  authScopes: (w, ctx) => readable(ctx, w, w.orgId, workspaceFamilyTarget(w, "workspace", "read")),
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),

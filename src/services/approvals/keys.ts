@@ -6,7 +6,8 @@ import type { Database } from "../../infra/db.js";
 import { uniqueViolation } from "../prisma-errors.js";
 import { parseInput } from "../parse.js";
 import { LOCKING_TX_OPTIONS } from "../../infra/db.js";
-import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
+import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 
 /**
  * The agent gateway's identities for a workspace (seed 003): virtual keys (stored as a hash,
@@ -39,14 +40,14 @@ const Provider = z
 
 export async function listVirtualKeys({ db, authz }: Deps, workspaceId: string) {
   const workspace = await workspaceInViewerOrg(db, authz, workspaceId);
-  await authz.require(workspaceTarget(workspace, "virtual_key", "read"));
+  await authz.require(workspaceFamilyTarget(workspace, "virtual_key", "read"));
   return db.prisma.virtualKey.findMany({ where: { workspaceId }, orderBy: [{ createdAt: "desc" }, { id: "asc" }] });
 }
 
 export async function createVirtualKey({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ workspaceId: z.string().min(1), name: Name }), raw);
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
-  await authz.require(workspaceTarget(workspace, "virtual_key", "create"));
+  await authz.require(workspaceFamilyTarget(workspace, "virtual_key", "create"));
   if (workspace.archivedAt) throw new InvalidStateError("Workspace", "archived", "An archived workspace takes no new keys.");
   const plaintext = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({
@@ -68,7 +69,7 @@ export async function revokeVirtualKey({ db, authz }: Deps, raw: unknown) {
   const key = await db.prisma.virtualKey.findFirst({ where: { id: input.id, orgId: authz.viewer!.orgId } });
   if (!key) throw new NotFoundError("VirtualKey", input.id);
   const workspace = await workspaceInViewerOrg(db, authz, key.workspaceId);
-  await authz.require(workspaceTarget(workspace, "virtual_key", "revoke"));
+  await authz.require(workspaceFamilyTarget(workspace, "virtual_key", "revoke"));
   // Conditional update: two concurrent revokes cannot both succeed.
   const { count } = await db.prisma.virtualKey.updateMany({ where: { id: key.id, revokedAt: null }, data: { revokedAt: new Date() } });
   if (count === 0) throw new InvalidStateError("VirtualKey", "revoked", "The key is already revoked.");
@@ -79,7 +80,7 @@ export async function revokeVirtualKey({ db, authz }: Deps, raw: unknown) {
 
 export async function listConnections({ db, authz }: Deps, workspaceId: string) {
   const workspace = await workspaceInViewerOrg(db, authz, workspaceId);
-  await authz.require(workspaceTarget(workspace, "connection", "read"));
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "read"));
   return db.prisma.connection.findMany({ where: { workspaceId }, orderBy: [{ name: "asc" }] });
 }
 
@@ -89,7 +90,7 @@ export async function createConnection({ db, authz }: Deps, raw: unknown) {
     raw,
   );
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
-  await authz.require(workspaceTarget(workspace, "connection", "create"));
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "create"));
   try {
     return await db.prisma.connection.create({
       data: { orgId: workspace.orgId, workspaceId: workspace.id, name: input.name, provider: input.provider, active: input.active },
@@ -114,7 +115,7 @@ export async function updateConnection({ db, authz }: Deps, raw: unknown) {
   );
   const connection = await connectionInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceTarget(workspace, "connection", "update"));
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
   try {
     return await db.prisma.connection.update({
       where: { id: connection.id },
@@ -134,7 +135,7 @@ export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ id: z.string().min(1) }), raw);
   const connection = await connectionInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceTarget(workspace, "connection", "delete"));
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "delete"));
   await db.prisma.connection.delete({ where: { id: connection.id } });
   return connection;
 }
@@ -149,7 +150,7 @@ export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
 export async function setWorkspaceFrozen({ db, authz }: Deps, raw: unknown, frozen: boolean) {
   const input = parseInput(z.object({ workspaceId: z.string().min(1) }), raw);
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
-  await authz.require(workspaceTarget(workspace, "workspace", "freeze"));
+  await authz.require(workspaceFamilyTarget(workspace, "workspace", "freeze"));
   const updated = await db.prisma.$transaction(async (tx) => {
     await lockWorkspace(tx, workspace.id);
     return tx.workspace.update({ where: { id: workspace.id }, data: { frozen }, select: { id: true, name: true, frozen: true } });

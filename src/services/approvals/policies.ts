@@ -13,7 +13,8 @@ import type { EventBus } from "../../infra/events.js";
 import { parseInput } from "../parse.js";
 import { uniqueViolation } from "../prisma-errors.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../../infra/db.js";
-import { lockWorkspace, workspaceInViewerOrg, workspaceTarget } from "./workspaces.js";
+import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Prisma } from "../../generated/prisma/client.js";
 
 /**
@@ -175,7 +176,7 @@ function publishInvalidated(events: EventBus, orgId: string, workspaceId: string
 
 export async function listApprovalPolicies({ db, authz }: Omit<Deps, "events">, workspaceId: string) {
   const workspace = await workspaceInViewerOrg(db, authz, workspaceId);
-  await authz.require(workspaceTarget(workspace, "approval_policy", "read"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "read"));
   return db.prisma.approvalPolicy.findMany({ where: { workspaceId }, orderBy: [{ name: "asc" }] });
 }
 
@@ -184,7 +185,7 @@ export async function findReadablePolicy({ db, authz }: Omit<Deps, "events">, id
   const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
   if (!policy) throw new NotFoundError("ApprovalPolicy", id);
   const workspace = await workspaceInViewerOrg(db, authz, policy.workspaceId);
-  await authz.require(workspaceTarget(workspace, "approval_policy", "read"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "read"));
   return policy;
 }
 
@@ -192,7 +193,7 @@ export async function createApprovalPolicy({ db, authz, events }: Deps, raw: unk
   const input = parseInput(CreateInput, raw);
   const rules = rulesOrThrow(input.rules);
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
-  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "manage"));
   await principalsOrThrow(db, workspace.orgId, rules);
   try {
     const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
@@ -219,7 +220,7 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
   const rules = input.rules === undefined ? undefined : rulesOrThrow(input.rules);
   const current = await findPolicyInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, current.workspaceId);
-  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "manage"));
   if (rules !== undefined) await principalsOrThrow(db, workspace.orgId, rules);
   try {
     const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
@@ -262,7 +263,7 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
   const input = parseInput(DeleteInput, raw);
   const current = await findPolicyInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, current.workspaceId);
-  await authz.require(workspaceTarget(workspace, "approval_policy", "manage"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "manage"));
   const { policy, invalidated } = await db.prisma.$transaction(async (tx) => {
     await lockWorkspace(tx, workspace.id);
     const locked = await tx.approvalPolicy.findUnique({ where: { id: input.id } });

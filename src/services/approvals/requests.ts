@@ -9,7 +9,7 @@ import { parseInput } from "../parse.js";
 import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
-import { workspaceTarget } from "./workspaces.js";
+import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { enqueueApprovalRequestEvent } from "../webhooks.js";
 
 /**
@@ -28,7 +28,7 @@ export async function findReadableRequest({ db, authz }: Omit<Deps, "events">, i
   await authz.requireMember();
   const request = await db.prisma.approvalRequest.findFirst({ where: { id, orgId: authz.viewer!.orgId }, include: requestInclude });
   if (!request) throw new NotFoundError("ApprovalRequest", id);
-  await authz.require(workspaceTarget(request.workspace, "approval_request", "read"));
+  await authz.require(workspaceFamilyTarget(request.workspace, "approval_request", "read"));
   return request;
 }
 
@@ -49,7 +49,7 @@ export async function viewerMayDecide(authz: Authz, request: { status: string; e
   if (request.status !== "pending" || request.expiresAt.getTime() <= Date.now()) return false;
   const principal = await authz.principal();
   if (votedUserIds.includes(authz.viewer!.userId)) return false;
-  if (!(await authz.can(workspaceTarget(request.workspace, "approval_request", "decide")))) return false;
+  if (!(await authz.can(workspaceFamilyTarget(request.workspace, "approval_request", "decide")))) return false;
   return reviewerEligibility(snapshot ?? (request.matchedRules as RuleSnapshot), { userId: authz.viewer!.userId, roleIds: principal.roleIds }).eligible;
 }
 
@@ -82,7 +82,7 @@ export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter:
   for (const [index, row] of rows.entries()) {
     let allowed = mayDecideIn.get(row.workspaceId);
     if (allowed === undefined) {
-      allowed = await authz.can(workspaceTarget(row.workspace, "approval_request", "decide"));
+      allowed = await authz.can(workspaceFamilyTarget(row.workspace, "approval_request", "decide"));
       mayDecideIn.set(row.workspaceId, allowed);
     }
     if (!allowed) continue;
@@ -113,7 +113,7 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
   });
   if (!request) throw new NotFoundError("ApprovalRequest", input.requestId);
   const workspace = request.workspace;
-  await authz.require(workspaceTarget(workspace, "approval_request", "decide"));
+  await authz.require(workspaceFamilyTarget(workspace, "approval_request", "decide"));
 
   // One transaction on raw SQL (the vote is on the quorum → execute hot path): workspace lock,
   // then request lock, then every recheck, the vote and its consequences.

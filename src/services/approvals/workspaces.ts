@@ -1,5 +1,4 @@
 import type { Authz } from "../../authz/authz.js";
-import type { Target } from "../../domain/catalog/index.js";
 import { NotFoundError } from "../../errors.js";
 import type { Database } from "../../infra/db.js";
 import type { Tx } from "../../infra/db.js";
@@ -14,15 +13,9 @@ export type ScopedWorkspace = {
   stack: { authzGroups: string[] };
 };
 
-type WorkspaceFamily = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "workspace";
-
-/**
- * The workspace-scoped families (approval_policy, approval_request, virtual_key, connection,
- * workspace) are matched by the WORKSPACE name and receive its stack's authz groups.
- */
-export function workspaceTarget(workspace: Pick<ScopedWorkspace, "name" | "stack">, resourceType: WorkspaceFamily, action: Target["action"]): Target {
-  return { resourceType, action, matchValue: workspace.name, groups: workspace.stack.authzGroups };
-}
+// The workspace-family target is authz/targets.ts's workspaceFamilyTarget; re-exported under
+// its old name for code written before the move.
+export { workspaceFamilyTarget as workspaceTarget } from "../../authz/targets.js";
 
 /** A workspace of the viewer's org, or NotFound: another org's workspace never exists for the caller. */
 export async function workspaceInViewerOrg(db: Database, authz: Authz, workspaceId: string): Promise<ScopedWorkspace> {
