@@ -16,7 +16,7 @@
 
 import DataLoader from "dataloader";
 import { AUTHZ_EPOCH_SQL, loadPrincipals, roleMembers } from "../authz/principal.js";
-import { checkPermission, type CompiledPrincipal, type Target } from "../domain/catalog/index.js";
+import { checkPermission, type CompiledPrincipal } from "../domain/catalog/index.js";
 import {
   CHANGE_ACTIONS,
   evaluateGate,

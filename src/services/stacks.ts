@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { validateStackAuthzGroups, type Target } from "../domain/catalog/index.js";
+import { validateStackAuthzGroups } from "../domain/catalog/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Authz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
