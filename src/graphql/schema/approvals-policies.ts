@@ -3,7 +3,7 @@ import { builder } from "../builder.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { NotFoundError, PermissionDeniedError } from "../../errors.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 import type { ApprovalRule } from "../../domain/approvals/policy.js";
 import {
   createApprovalPolicy,

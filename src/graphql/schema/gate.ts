@@ -25,7 +25,7 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";

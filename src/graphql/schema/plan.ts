@@ -19,7 +19,8 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, IN_WORKSPACE_RULE_INPUTS, notFoundAsNull, deps, inReadableWorkspace, loadUser } from "./workspace.js";
+import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
+import { ERRORS, notFoundAsNull, deps, loadUser } from "../helpers.js";
 import type { Context } from "../context.js";
 import { clean } from "./input.js";
 

@@ -5,7 +5,8 @@ import { builder } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
-import { ERRORS, IN_WORKSPACE_RULE_INPUTS, deps, inReadableWorkspace, loadUser } from "./workspace.js";
+import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
+import { ERRORS, deps, loadUser } from "../helpers.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,

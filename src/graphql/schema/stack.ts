@@ -1,7 +1,7 @@
 import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 import {
   createStack,
   deleteStack,

@@ -16,7 +16,7 @@ import {
   updateWebhook,
   webhookTarget,
 } from "../../services/webhooks.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 
 const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.config });
 

@@ -9,11 +9,10 @@ import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Context } from "../context.js";
-import { COMMON_ERRORS } from "./errors.js";
+import { ERRORS, deps, loadUser, notFoundAsNull } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
-import { InvalidStateError, NotFoundError } from "../../errors.js";
-import type { Role, User, Workspace } from "../../generated/prisma/client.js";
+import type { Role, Workspace } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
   createWorkspace,
@@ -24,33 +23,11 @@ import {
 } from "../../services/workspaces.js";
 import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
 
-export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
-export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
-
-/** A single-object query answers null for what the caller may not see (never leaking why). */
-export function notFoundAsNull(error: unknown): null {
-  if (error instanceof NotFoundError) return null;
-  throw error;
-}
+// ERRORS, deps, notFoundAsNull and loadUser live in ../helpers.ts; re-exported for code written
+// before the move.
+export { ERRORS, deps, notFoundAsNull, loadUser };
 
 
-// ── Users by id, batched per request ─────────────────────────────────────────────────
-
-const userLoaders = new WeakMap<object, DataLoader<string, User | null>>();
-
-/** A user by id, batched per request (reservations and plans name users without a relation). */
-export function loadUser(ctx: Context, id: string): Promise<User | null> {
-  let loader = userLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader<string, User | null>(async (ids) => {
-      const rows = await ctx.db.prisma.user.findMany({ where: { id: { in: [...ids] } } });
-      const byId = new Map(rows.map((u) => [u.id, u]));
-      return ids.map((id) => byId.get(id) ?? null);
-    });
-    userLoaders.set(ctx, loader);
-  }
-  return loader.load(id);
-}
 
 /** Reservation options per workspace, batched per request (two queries for a whole list). */
 const optionLoaders = new WeakMap<object, DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>>();

@@ -1,0 +1,34 @@
+// Shared resolver code (as squiggle keeps it in graphql/helpers/): the gate, plan, reservation,
+// resource-policy and workspace schema files all use these.
+import DataLoader from "dataloader";
+import { InvalidStateError, NotFoundError } from "../errors.js";
+import type { User } from "../generated/prisma/client.js";
+import type { Context } from "./context.js";
+import { COMMON_ERRORS } from "./schema/errors.js";
+
+export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
+export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+
+/** A single-object query answers null for what the caller may not see (never leaking why). */
+export function notFoundAsNull(error: unknown): null {
+  if (error instanceof NotFoundError) return null;
+  throw error;
+}
+
+// ── Users by id, batched per request ─────────────────────────────────────────────────
+
+const userLoaders = new WeakMap<object, DataLoader<string, User | null>>();
+
+/** A user by id, batched per request (reservations and plans name users without a relation). */
+export function loadUser(ctx: Context, id: string): Promise<User | null> {
+  let loader = userLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader<string, User | null>(async (ids) => {
+      const rows = await ctx.db.prisma.user.findMany({ where: { id: { in: [...ids] } } });
+      const byId = new Map(rows.map((u) => [u.id, u]));
+      return ids.map((id) => byId.get(id) ?? null);
+    });
+    userLoaders.set(ctx, loader);
+  }
+  return loader.load(id);
+}
