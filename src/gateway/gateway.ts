@@ -21,7 +21,7 @@ import type { GatewayKey, GatewayStore, HeldInvocation } from "./store.js";
 /**
  * The gateway's half of held tool calls (seed 003), as a library: a tool gateway embeds it,
  * hands it each `tools/call`, and mounts its resume handler. Countersign mounts it too, so one
- * process can demo the whole flow (src/approvals/runtime.ts).
+ * process can demo the whole flow (src/workers/runtime.ts).
  *
  * - `handleToolCall`: Cedar gate → execute, deny, or hold. Holding writes the ticket to the
  *   approval stream and awaits the write BEFORE committing the held record; a failed write

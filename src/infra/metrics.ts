@@ -22,7 +22,7 @@ import type { EventBus } from "./events.js";
 const SCRAPE_READ_MS = 2_000;
 /** Distinct operation names kept as labels; any further name is counted as "other". */
 const MAX_OPERATION_NAMES = 200;
-/** The ingest worker's consumer group (src/approvals/ingest.ts). */
+/** The ingest worker's consumer group (src/workers/ingest.ts). */
 const INGEST_GROUP = "countersign-ingest";
 /** delivery_jobs.status values (prisma/schema.prisma): each is reported, 0 when none. */
 const DELIVERY_STATES = ["queued", "leased", "delivered", "failed"] as const;
