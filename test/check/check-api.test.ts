@@ -10,21 +10,8 @@ import { systemRoleId } from "../../src/services/system-roles.js";
 import { checkPermission, compilePrincipal } from "../../src/domain/catalog/index.js";
 import { MAX_PERMISSION_CHECKS } from "../../src/services/permission-check.js";
 import { isStorableText } from "../../src/domain/text.js";
+import { CHECK } from "./queries.js";
 
-export const CHECK = `query($checks: [PermissionCheckInput!]!) {
-  checkPermissions(checks: $checks) {
-    __typename
-    ... on QueryCheckPermissionsSuccess { data {
-      principalId resourceType action resourceId allowed decision
-      grant { resourceType action resourcePattern likePattern authzGroup }
-      via { kind roleId roleKey roleName bindingId identitySourceId identitySourceName groupKey }
-      missing { resourceType action matchValue groups }
-    } }
-    ... on Error { code message }
-    ... on ValidationError { issues { field code } }
-    ... on PermissionDeniedError { missing { resourceType action matchValue } }
-  }
-}`;
 
 let t: TestApp;
 let org: OrgFixture;
