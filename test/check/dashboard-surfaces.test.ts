@@ -258,3 +258,53 @@ describe("permissionCatalog: targeting modes per action, from the validator", ()
     }
   }, 300_000);
 });
+
+describe("viewerCan on the gateway's objects and webhooks agrees with the check API", () => {
+  it("ApprovalPolicy, ApprovalRequest, VirtualKey, ToolConnection and Webhook", async () => {
+    const { createWorld } = await import("../graphql/world.js");
+    const w = await createWorld(t);
+    const member = await w.member([
+      { resourceType: "approval_policy", action: "read" },
+      { resourceType: "approval_request", action: "read" },
+      { resourceType: "virtual_key", action: "*" },
+      { resourceType: "connection", action: "read" },
+      { resourceType: "connection", action: "update", resourcePattern: "no-such-workspace-*" },
+      { resourceType: "webhook", action: "read" },
+    ] as never);
+    const f = (family: keyof typeof FAMILIES) => `viewerCan { ${actionsOf(family).map(camel).join(" ")} }`;
+    const res = await t.gql(
+      `query($w: ID!, $p: ID!, $r: ID!, $h: ID!) {
+        approvalPolicy(id: $p) { id ${f("approval_policy")} }
+        approvalRequest(id: $r) { id ${f("approval_request")} }
+        virtualKeys(workspaceId: $w) { id ${f("virtual_key")} }
+        toolConnections(workspaceId: $w) { id ${f("connection")} }
+        webhook(id: $h) { id ${f("webhook")} }
+      }`,
+      { w: w.ids.workspace, p: w.ids.approvalPolicy, r: w.ids.approvalRequest, h: w.ids.webhook },
+      member,
+    );
+    expect(res.errors).toBeUndefined();
+    const objects: [string, any][] = [
+      ["approval_policy", res.data.approvalPolicy],
+      ["approval_request", res.data.approvalRequest],
+      ...res.data.virtualKeys.map((k: any) => ["virtual_key", k] as [string, any]),
+      ...res.data.toolConnections.map((c: any) => ["connection", c] as [string, any]),
+      ["webhook", res.data.webhook],
+    ];
+    expect(objects.every(([, o]) => o !== null)).toBe(true);
+    expect(res.data.virtualKeys.length).toBeGreaterThan(0);
+    expect(res.data.toolConnections.length).toBeGreaterThan(0);
+    expect(res.data.virtualKeys[0].viewerCan).toEqual({ read: true, revoke: true });
+    expect(res.data.toolConnections[0].viewerCan).toEqual({ read: true, update: false, delete: false });
+    const checks = objects.flatMap(([family, o]) => actionsOf(family as never).map((action) => ({ resourceType: family, action, resourceId: o.id })));
+    const answers = (await t.gql(CHECK, { checks }, member)).data.checkPermissions.data as any[];
+    expect(answers).toHaveLength(checks.length);
+    answers.forEach((a, i) => {
+      const [family, o] = objects.find(([, x]) => x.id === checks[i]!.resourceId)!;
+      expect(o.viewerCan[camel(checks[i]!.action)], `${family}.${checks[i]!.action}`).toBe(a.allowed);
+    });
+    expect(res.data.approvalPolicy.viewerCan).toEqual({ read: true, manage: false });
+    expect(res.data.approvalRequest.viewerCan).toEqual({ read: true, decide: false });
+    expect(res.data.webhook.viewerCan).toEqual({ read: true, update: false, delete: false });
+  });
+});

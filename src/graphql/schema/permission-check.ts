@@ -33,6 +33,8 @@ import {
 } from "../../services/permission-check.js";
 import { UserRef } from "./organization.js";
 import { CatalogFamily } from "./catalog.js";
+import { ApprovalRequestRef } from "./approvals.js";
+import { ruleWorkspace, type RuleWorkspace } from "./workspace-rule.js";
 
 // ── The check API ────────────────────────────────────────────────────────────────────
 
@@ -146,7 +148,7 @@ const camel = (action: string) => action.replace(/_([a-z])/g, (_m, c: string) =>
  * existing object), each the in-memory check over the request's principal, loaded once per
  * request — a list of a hundred stacks costs no statement more than one.
  */
-function viewerCanType<Row>(name: string, family: ConcreteResourceType, targetOf: (row: Row, action: ConcreteAction) => Target) {
+function viewerCanType<Row>(name: string, family: ConcreteResourceType, targetOf: (row: Row, action: ConcreteAction) => Target | null) {
   const actions = (FAMILIES[family].actions as readonly ConcreteAction[]).filter((a) => a !== "create");
   return builder.objectRef<{ row: Row }>(name).implement({
     description: `What the caller may do to this ${family}: (${family}, <action>) on it, by the API's own check.`,
@@ -156,7 +158,11 @@ function viewerCanType<Row>(name: string, family: ConcreteResourceType, targetOf
           camel(action),
           t.boolean({
             description: `(${family}, ${action}) on this ${family}.`,
-            resolve: ({ row }, _args, ctx) => ctx.authz.can(targetOf(row, action)),
+            // No target (the object's workspace is gone): fail closed.
+            resolve: ({ row }, _args, ctx) => {
+              const target = targetOf(row, action);
+              return target === null ? false : ctx.authz.can(target);
+            },
           }),
         ]),
       ),
@@ -188,6 +194,32 @@ const ResourcePolicyViewerCanRef = viewerCanType<{ name: string }>("ResourcePoli
 builder.prismaObjectField("ResourcePolicy", "viewerCan", (t) =>
   t.field({ type: ResourcePolicyViewerCanRef, description: "Which resource policy actions the caller may perform here.", resolve: (row) => ({ row }) }),
 );
+
+// The workspace-scoped families: their workspace (name, stack's groups) is the one the type's read
+// rule already loaded for this request (ruleWorkspace), so these cost no statement either.
+type ScopedFamily = "approval_policy" | "approval_request" | "virtual_key" | "connection";
+const scopedViewerCan = (name: string, family: ScopedFamily) =>
+  viewerCanType<RuleWorkspace | null>(name, family, (w, a) => (w === null ? null : workspaceTarget(w, family, a)));
+const inItsWorkspace = async (o: { workspaceId: string }, ctx: Context) => ({ row: await ruleWorkspace(ctx, o.workspaceId) });
+
+const ApprovalPolicyViewerCanRef = scopedViewerCan("ApprovalPolicyViewerCan", "approval_policy");
+builder.prismaObjectField("ApprovalPolicy", "viewerCan", (t) =>
+  t.field({ type: ApprovalPolicyViewerCanRef, description: "manage is owner-only.", resolve: (p, _a, ctx) => inItsWorkspace(p, ctx) }),
+);
+const ApprovalRequestViewerCanRef = scopedViewerCan("ApprovalRequestViewerCan", "approval_request");
+builder.objectField(ApprovalRequestRef, "viewerCan", (t) =>
+  t.field({ type: ApprovalRequestViewerCanRef, description: "Whether the caller's grants reach deciding held calls of this workspace (eligibility to vote on this one is the request's own).", resolve: (r, _a, ctx) => inItsWorkspace(r, ctx) }),
+);
+const VirtualKeyViewerCanRef = scopedViewerCan("VirtualKeyViewerCan", "virtual_key");
+builder.prismaObjectField("VirtualKey", "viewerCan", (t) =>
+  t.field({ type: VirtualKeyViewerCanRef, resolve: (k, _a, ctx) => inItsWorkspace(k, ctx) }),
+);
+const ToolConnectionViewerCanRef = scopedViewerCan("ToolConnectionViewerCan", "connection");
+builder.prismaObjectField("Connection", "viewerCan", (t) =>
+  t.field({ type: ToolConnectionViewerCanRef, resolve: (c, _a, ctx) => inItsWorkspace(c, ctx) }),
+);
+const WebhookViewerCanRef = viewerCanType<null>("WebhookViewerCan", "webhook", (_w, a) => ({ resourceType: "webhook", action: a, matchValue: null, groups: null }));
+builder.prismaObjectField("Webhook", "viewerCan", (t) => t.field({ type: WebhookViewerCanRef, resolve: () => ({ row: null }) }));
 
 // ── Effective membership ─────────────────────────────────────────────────────────────
 
