@@ -33,7 +33,7 @@ async function answers(token: string, checks: Check[]) {
   return r.data as any[];
 }
 
-describe("the shared authz case table, through the check API", () => {
+describe("seed 004 Authz semantics: the shared authz case table, through the check API", () => {
   // One member per case, holding exactly the case's grant; the whole table in one batched request.
   // A match value no resource name can carry (a control character) is not typable as input: the
   // storable-text rule refuses it (test below); that case is asked "anywhere?" here and by id below.
@@ -209,7 +209,7 @@ describe("batching", () => {
 });
 
 describe("no cross-organization leak", () => {
-  it("another organization's user, an unknown id and a deactivated member are one answer: NOT_A_MEMBER", async () => {
+  it("seed 004 Authz semantics (active membership): another organization's user, an unknown id and a deactivated member are one answer: NOT_A_MEMBER", async () => {
     const other = await createOrg(t.db);
     const gone = await addMember(t.db, org.orgId, { role: "admin" });
     await t.db.prisma.membership.update({ where: { orgId_userId: { orgId: org.orgId, userId: gone.userId } }, data: { deactivatedAt: new Date() } });

@@ -215,7 +215,7 @@ describe("permissionCatalog: targeting modes per action, from the validator", ()
     }
   });
 
-  it("seed 004 Targeting: (*, *, group) is refused, and the catalog says why before a role editor tries", async () => {
+  it("seed 004 Targeting (a group never on create, only on the stack family): (*, *, group) is refused, and the catalog says why before a role editor tries", async () => {
     const res = await t.gql(TARGETING, {});
     const star = res.data.permissionTargeting.find((p: any) => p.resourceType === "*" && p.action === "*");
     const group = star.modes.find((m: any) => m.mode === "AUTHZ_GROUP");
@@ -230,7 +230,7 @@ describe("permissionCatalog: targeting modes per action, from the validator", ()
     expect(manage.modes.every((m: any) => !m.accepted && m.refusals.some((r: any) => r.code === "owner_only"))).toBe(true);
   });
 
-  it("every pair and mode, generated: createRole accepts exactly what the catalog accepts and refuses with the catalog's codes", async () => {
+  it("seed 004 Notes (the catalog carries the targeting modes Validate accepts): every pair and mode, generated, createRole accepts exactly what the catalog accepts and refuses with its codes", async () => {
     const samples = { ANY_RESOURCE: {}, NAME_PATTERN: { resourcePattern: "team-a-*" }, AUTHZ_GROUP: { authzGroup: "env-prod" } } as const;
     const cases = PERMISSION_TARGETING.flatMap((p) => p.modes.map((m) => ({ p, m })));
     // The served catalog is the domain's.
