@@ -170,6 +170,35 @@ describe("batching", () => {
     expect(r.map((a) => a.missing?.matchValue ?? null)).toEqual(checks.map((c, i) => (i % 2 === 0 ? null : c.matchValue)));
   });
 
+  it("a batch costs the same statements whatever its size: principals, resources and reasons are read once per request", async () => {
+    const count = async (n: number) => {
+      const o = await createOrg(t.db);
+      const checker = await addMember(t.db, o.orgId, { grants: [{ resourceType: "member", action: "check" }, { resourceType: "*", action: "read" }] });
+      const source = await t.db.prisma.identitySource.create({ data: { orgId: o.orgId, name: "okta" } });
+      await t.db.prisma.identityGroupBinding.create({
+        data: { orgId: o.orgId, identitySourceId: source.id, groupKey: "g", roles: { create: [{ roleId: systemRoleId("stack-triggerer") }] } },
+      });
+      const checks: Check[] = [];
+      for (let i = 0; i < n; i++) {
+        const m = await addMember(t.db, o.orgId, { role: "stack-reader" });
+        await t.db.prisma.userIdentityGroup.create({ data: { identitySourceId: source.id, userId: m.userId, groupKey: "g" } });
+        const stack = await t.db.prisma.stack.create({ data: { orgId: o.orgId, name: `s-${i}` } });
+        const ws = await t.db.prisma.workspace.create({ data: { orgId: o.orgId, stackId: stack.id, name: `w-${i}` } });
+        checks.push({ principalId: m.userId, resourceType: "stack", action: "deploy", resourceId: stack.id });
+        checks.push({ principalId: m.userId, resourceType: "workspace", action: "plan", resourceId: ws.id });
+      }
+      await t.gql(CHECK, { checks }, checker.token);
+      const before = t.db.statementCount();
+      const r = await answers(checker.token, checks);
+      expect(r.filter((a) => a.allowed)).toHaveLength(n);
+      return t.db.statementCount() - before;
+    };
+    const few = await count(2);
+    const many = await count(25);
+    expect(few).toBeGreaterThan(0);
+    expect(many).toBe(few);
+  });
+
   it(`over ${MAX_PERMISSION_CHECKS} checks is a ValidationError on checks, and nothing is answered`, async () => {
     const checks = Array.from({ length: MAX_PERMISSION_CHECKS + 1 }, () => ({ resourceType: "stack", action: "read" }));
     const r = await check(org.adminToken, checks);
