@@ -5,3 +5,4 @@ export * from "./pattern.js";
 export * from "./validate.js";
 export * from "./check.js";
 export * from "./system-roles.js";
+export * from "./targeting.js";

@@ -99,10 +99,11 @@ export const FAMILIES = {
     groupsFrom: null,
   },
   member: {
-    actions: ["create", "read", "update", "delete"],
+    // check: ask what another member may do (the check API, docs/permissions.md); Countersign's.
+    actions: ["create", "read", "update", "delete", "check"],
     supportsPattern: false,
     supportsAuthzGroup: false,
-    description: "Organization memberships.",
+    description: "Organization memberships; check = ask the check API what another member may do.",
     matchValue: null,
     groupsFrom: null,
   },

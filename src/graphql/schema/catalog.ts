@@ -1,7 +1,7 @@
 import { builder } from "../builder.js";
 import { PERMISSION_CATALOG, type CatalogEntry } from "../../domain/catalog/index.js";
 
-const CatalogFamily = builder.objectRef<CatalogEntry>("PermissionFamily").implement({
+export const CatalogFamily = builder.objectRef<CatalogEntry>("PermissionFamily").implement({
   description: "One resource family of the permission catalog, for a role editor to disable invalid cells.",
   fields: (t) => ({
     resourceType: t.exposeString("resourceType"),

@@ -14,6 +14,7 @@ import "./reservation.js";
 import "./resource-policy.js";
 import "./webhook.js";
 import "./workspace-live.js";
+import "./permission-check.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

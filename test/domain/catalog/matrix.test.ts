@@ -18,7 +18,7 @@ const EXPECTED: Record<string, readonly string[]> = {
   runner: ["delete"],
   label: ["read", "create", "update"],
   stack_authz_group: ["assign"],
-  member: ["create", "read", "update", "delete"],
+  member: ["create", "read", "update", "delete", "check"],
   role: ["create", "read", "update", "delete", "assign"],
   identity_source: ["create", "read", "update", "delete", "sync"],
   workspace: ["create", "read", "update", "archive", "approve", "plan", "freeze"],

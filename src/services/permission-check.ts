@@ -1,0 +1,380 @@
+// The check API (issue 15): may principal P perform (resource_type, action) on resource R?
+// Answered by the ONE in-memory check (src/domain/catalog/check.ts, checkPermission) over the
+// principal loaded the way every request's own principal is loaded (src/authz/principal.ts), with
+// the reason: the grant that matched and every role carrying it, held by direct assignment or
+// through an SSO group binding, or the tuple that is missing. Spec: seeds/004 "Authz semantics";
+// decisions: docs/permissions.md, "The check API".
+
+import type { Authz } from "../authz/authz.js";
+import { loadPrincipals, type LoadedPrincipal } from "../authz/principal.js";
+import {
+  ANY,
+  checkPermission,
+  familyOf,
+  isConcreteResourceType,
+  isValidPermission,
+  permissionKey,
+  validateStackAuthzGroups,
+  type ConcreteAction,
+  type ConcreteResourceType,
+  type Permission,
+  type Target,
+} from "../domain/catalog/index.js";
+import { PermissionDeniedError, ValidationError, type FieldIssue } from "../errors.js";
+import type { Database } from "../infra/db.js";
+
+/** At most this many checks in one request: a page of buttons, not a crawl of the org. */
+export const MAX_PERMISSION_CHECKS = 100;
+/** The longest hypothetical match value, in characters (it is matched against LIKE patterns). */
+export const MAX_CHECK_MATCH_VALUE_LENGTH = 1024;
+
+/** The permission a caller needs to check anyone but themselves. */
+export const CHECK_PERMISSION: Target = { resourceType: "member", action: "check", matchValue: null, groups: null };
+
+export interface PermissionCheckInput {
+  /** The user checked; the caller when omitted (checking yourself needs no (member, check)). */
+  readonly principalId?: string | null;
+  readonly resourceType: string;
+  readonly action: string;
+  /** The resource, by id (its name and groups are read from it). */
+  readonly resourceId?: string | null;
+  /** Or a hypothetical target: the match value (a name to create, a label key, a runner group name). */
+  readonly matchValue?: string | null;
+  /** With matchValue: the target's authz groups (a create passes the request's). */
+  readonly groups?: readonly string[] | null;
+}
+
+export type CheckDecision = "GRANTED" | "SUPER_ADMIN" | "OWNER" | "NO_GRANT" | "NOT_A_MEMBER" | "RESOURCE_NOT_FOUND";
+
+export interface GrantSource {
+  readonly kind: "DIRECT" | "SSO_BINDING" | "OWNER";
+  readonly roleId: string | null;
+  readonly roleKey: string | null;
+  readonly roleName: string | null;
+  readonly bindingId: string | null;
+  readonly identitySourceId: string | null;
+  readonly identitySourceName: string | null;
+  readonly groupKey: string | null;
+}
+
+export interface PermissionCheckAnswer {
+  readonly principalId: string;
+  readonly resourceType: ConcreteResourceType;
+  readonly action: ConcreteAction;
+  readonly resourceId: string | null;
+  readonly allowed: boolean;
+  readonly decision: CheckDecision;
+  /** The tuple that satisfied the check (null unless GRANTED or OWNER). */
+  readonly grant: Permission | null;
+  /** Every way the principal holds a role carrying `grant`. */
+  readonly sources: readonly GrantSource[];
+  /** What was asked and not held (null when allowed). */
+  readonly missing: { resourceType: ConcreteResourceType; action: ConcreteAction; matchValue: string | null; groups: readonly string[] | null } | null;
+}
+
+interface ParsedCheck {
+  readonly principalId: string;
+  readonly resourceType: ConcreteResourceType;
+  readonly action: ConcreteAction;
+  readonly resourceId: string | null;
+  /** Null until the resource is resolved (by id), or the hypothetical target. */
+  target: Target | null;
+  /** The caller could not read the resource, or it does not exist in the caller's org. */
+  notFound: boolean;
+}
+
+/** Families whose resources the check takes by id, and where their match value comes from. */
+const BY_ID: ReadonlySet<string> = new Set([
+  "stack",
+  "workspace",
+  "resource_policy",
+  "approval_policy",
+  "approval_request",
+  "virtual_key",
+  "connection",
+  "webhook",
+]);
+const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "approval_request", "virtual_key", "connection"]);
+
+/** Validates the whole batch; every issue names `checks.<i>.<field>`. Nothing is answered on a bad input. */
+function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]): ParsedCheck[] {
+  const issues: FieldIssue[] = [];
+  if (checks.length === 0) issues.push({ field: "checks", code: "too_few_checks", message: "Send at least one check." });
+  if (checks.length > MAX_PERMISSION_CHECKS) {
+    issues.push({
+      field: "checks",
+      code: "too_many_checks",
+      message: `At most ${MAX_PERMISSION_CHECKS} checks per request (got ${checks.length}).`,
+    });
+  }
+  const parsed: ParsedCheck[] = [];
+  checks.forEach((c, i) => {
+    const at = (field: string, code: string, message: string) => issues.push({ field: `checks.${i}.${field}`, code, message });
+    const rt = c.resourceType;
+    const action = c.action;
+    if (rt === ANY || action === ANY) {
+      at(rt === ANY ? "resourceType" : "action", "wildcard_target", "A check names a concrete resource type and action: '*' is for grants, not targets.");
+      return;
+    }
+    if (!isConcreteResourceType(rt)) return void at("resourceType", "unknown_resource_type", `Unknown resource type ${JSON.stringify(rt)}.`);
+    if (!isValidPermission(rt, action)) {
+      return void at("action", "invalid_pair", `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(rt)}.`);
+    }
+    const family = familyOf(rt)!;
+    const resourceId = c.resourceId ?? null;
+    const matchValue = c.matchValue ?? null;
+    const groups = c.groups ?? null;
+    let target: Target | null = null;
+    if (resourceId !== null) {
+      if (matchValue !== null || groups !== null) {
+        return void at("resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
+      }
+      if (!BY_ID.has(rt)) {
+        return void at(
+          "resourceId",
+          "resource_id_not_supported",
+          family.matchValue === null
+            ? `Resource type ${JSON.stringify(rt)} has no per-resource identity: check it without a resource.`
+            : `Resource type ${JSON.stringify(rt)} is checked by its ${family.matchValue}: pass matchValue.`,
+        );
+      }
+    } else {
+      if (matchValue !== null) {
+        if (family.matchValue === null) {
+          return void at("matchValue", "pattern_not_supported", `Resource type ${JSON.stringify(rt)} has no per-resource names.`);
+        }
+        if ([...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
+          return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+        }
+      }
+      if (groups !== null) {
+        if (!family.supportsAuthzGroup) {
+          return void at("groups", "group_not_supported", `Resource type ${JSON.stringify(rt)} carries no authz groups.`);
+        }
+        const checked = validateStackAuthzGroups(groups);
+        if (!checked.ok) {
+          for (const issue of checked.issues) at(issue.index === null ? "groups" : `groups.${issue.index}`, issue.code, issue.message);
+          return;
+        }
+      }
+      target = { resourceType: rt, action: action as ConcreteAction, matchValue, groups: groups === null ? null : [...groups] };
+    }
+    parsed.push({
+      principalId: c.principalId ?? viewerId,
+      resourceType: rt,
+      action: action as ConcreteAction,
+      resourceId,
+      target,
+      notFound: false,
+    });
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+  return parsed;
+}
+
+interface Resolved {
+  readonly matchValue: string | null;
+  readonly groups: readonly string[] | null;
+}
+
+/**
+ * Every resource named by id, in the caller's organization, one query per family. A workspace-
+ * scoped family takes its object's id or, for a create or "in this workspace", a workspace's id.
+ */
+async function resolveResources(db: Database, orgId: string, checks: readonly ParsedCheck[]): Promise<Map<string, Resolved>> {
+  const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`
+  const idsOf = (pred: (rt: string) => boolean) => [...new Set(checks.filter((c) => c.resourceId !== null && pred(c.resourceType)).map((c) => c.resourceId!))];
+  const put = (families: readonly string[], id: string, r: Resolved) => {
+    for (const f of families) out.set(`${f}\u0000${id}`, r);
+  };
+  const stackIds = idsOf((rt) => rt === "stack");
+  const workspaceIds = idsOf((rt) => rt === "workspace" || WORKSPACE_SCOPED.has(rt));
+  const policyIds = idsOf((rt) => rt === "resource_policy");
+  const webhookIds = idsOf((rt) => rt === "webhook");
+  const inWorkspace = { select: { name: true, stack: { select: { authzGroups: true } } } } as const;
+  const scopedIds = (rt: string) => idsOf((x) => x === rt);
+  const [stacks, workspaces, policies, webhooks, approvalPolicies, requests, keys, connections] = await Promise.all([
+    stackIds.length ? db.prisma.stack.findMany({ where: { orgId, id: { in: stackIds } }, select: { id: true, name: true, authzGroups: true } }) : [],
+    workspaceIds.length
+      ? db.prisma.workspace.findMany({ where: { orgId, id: { in: workspaceIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
+      : [],
+    policyIds.length ? db.prisma.resourcePolicy.findMany({ where: { orgId, id: { in: policyIds } }, select: { id: true, name: true } }) : [],
+    webhookIds.length ? db.prisma.webhook.findMany({ where: { orgId, id: { in: webhookIds } }, select: { id: true } }) : [],
+    scopedIds("approval_policy").length
+      ? db.prisma.approvalPolicy.findMany({ where: { orgId, id: { in: scopedIds("approval_policy") } }, select: { id: true, workspace: inWorkspace } })
+      : [],
+    scopedIds("approval_request").length
+      ? db.prisma.approvalRequest.findMany({ where: { orgId, id: { in: scopedIds("approval_request") } }, select: { id: true, workspace: inWorkspace } })
+      : [],
+    scopedIds("virtual_key").length
+      ? db.prisma.virtualKey.findMany({ where: { orgId, id: { in: scopedIds("virtual_key") } }, select: { id: true, workspace: inWorkspace } })
+      : [],
+    scopedIds("connection").length
+      ? db.prisma.connection.findMany({ where: { orgId, id: { in: scopedIds("connection") } }, select: { id: true, workspace: inWorkspace } })
+      : [],
+  ]);
+  for (const s of stacks) put(["stack"], s.id, { matchValue: s.name, groups: s.authzGroups });
+  for (const w of workspaces) put(["workspace", ...WORKSPACE_SCOPED], w.id, { matchValue: w.name, groups: w.stack.authzGroups });
+  for (const p of policies) put(["resource_policy"], p.id, { matchValue: p.name, groups: null });
+  for (const h of webhooks) put(["webhook"], h.id, { matchValue: null, groups: null });
+  const scoped: [string, readonly { id: string; workspace: { name: string; stack: { authzGroups: string[] } } }[]][] = [
+    ["approval_policy", approvalPolicies],
+    ["approval_request", requests],
+    ["virtual_key", keys],
+    ["connection", connections],
+  ];
+  for (const [family, rows] of scoped) {
+    for (const r of rows) put([family], r.id, { matchValue: r.workspace.name, groups: r.workspace.stack.authzGroups });
+  }
+  return out;
+}
+
+interface SourceRow {
+  userId: string;
+  roleId: string;
+  roleKey: string;
+  roleName: string;
+  kind: "DIRECT" | "SSO_BINDING";
+  bindingId: string | null;
+  identitySourceId: string | null;
+  identitySourceName: string | null;
+  groupKey: string | null;
+  grants: Permission[];
+}
+
+/**
+ * How each principal holds each of its roles (the same union as loadPrincipal: the direct
+ * assignment, and every binding whose group the user's synced groups match), with the role's
+ * tuples, so a granted check can name every role carrying the tuple that matched.
+ */
+async function grantSources(db: Database, orgId: string, userIds: readonly string[]): Promise<SourceRow[]> {
+  if (userIds.length === 0) return [];
+  return db.sql.query<SourceRow>(
+    `WITH held AS (
+       SELECT a."userId", a."roleId", 'DIRECT' AS kind, NULL::text AS "bindingId", NULL::text AS "identitySourceId",
+              NULL::text AS "identitySourceName", NULL::text AS "groupKey"
+         FROM role_assignments a WHERE a."orgId" = $1 AND a."userId" = ANY($2::text[])
+       UNION ALL
+       SELECT g."userId", br."roleId", 'SSO_BINDING', b.id, s.id, s.name, b."groupKey"
+         FROM user_identity_groups g
+         JOIN identity_group_bindings b ON b."identitySourceId" = g."identitySourceId" AND b."groupKey" = g."groupKey"
+         JOIN identity_sources s ON s.id = b."identitySourceId"
+         JOIN identity_group_binding_roles br ON br."bindingId" = b.id
+        WHERE b."orgId" = $1 AND g."userId" = ANY($2::text[]))
+     SELECT h.*, r.key AS "roleKey", r.name AS "roleName",
+            COALESCE((SELECT json_agg(jsonb_build_object(
+                        'resourceType', p."resourceType", 'action', p.action,
+                        'resourcePattern', p."resourcePattern", 'authzGroup', p."authzGroup"))
+                        FROM role_permissions p WHERE p."roleId" = h."roleId"), '[]') AS grants
+       FROM held h JOIN roles r ON r.id = h."roleId"
+      ORDER BY h."userId", h.kind, r.key, h."groupKey"`,
+    [orgId, userIds],
+  );
+}
+
+const OWNER_SOURCE: GrantSource = {
+  kind: "OWNER",
+  roleId: null,
+  roleKey: null,
+  roleName: null,
+  bindingId: null,
+  identitySourceId: null,
+  identitySourceName: null,
+  groupKey: null,
+};
+
+/**
+ * Answers a batch of checks. Checking anyone but yourself needs (member, check). A principal
+ * that is not an active member of the caller's organization (another organization's user, an
+ * unknown id, a deactivated member) is NOT_A_MEMBER; a resource id that is not the caller's
+ * organization's, or that the caller may not read, is RESOURCE_NOT_FOUND — the same answer for
+ * all of them, so nothing leaks.
+ */
+export async function checkPermissions(
+  deps: { db: Database; authz: Authz },
+  checks: readonly PermissionCheckInput[],
+): Promise<PermissionCheckAnswer[]> {
+  const { db, authz } = deps;
+  const caller = await authz.requireMember();
+  const viewer = authz.viewer!;
+  const parsed = parseChecks(viewer.userId, checks);
+  if (parsed.some((c) => c.principalId !== viewer.userId)) {
+    const result = checkPermission(caller, CHECK_PERMISSION);
+    if (!result.allowed) throw new PermissionDeniedError({ resourceType: "member", action: "check", matchValue: null });
+  }
+
+  // Resources by id: in the caller's org, and readable by the caller (the object is authorized, not the path).
+  const resolved = await resolveResources(db, viewer.orgId, parsed);
+  for (const c of parsed) {
+    if (c.resourceId === null) continue;
+    const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
+    const readTarget: Target | null = r ? { resourceType: c.resourceType, action: "read" as ConcreteAction, matchValue: r.matchValue, groups: r.groups } : null;
+    if (!r || !readTarget || !checkPermission(caller, readTarget).allowed) {
+      c.notFound = true;
+      continue;
+    }
+    c.target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
+  }
+
+  const principalIds = [...new Set(parsed.map((c) => c.principalId))];
+  const others = principalIds.filter((id) => id !== viewer.userId);
+  const [loaded, sources] = await Promise.all([
+    others.length ? loadPrincipals(db.sql, viewer.orgId, others) : Promise.resolve(new Map<string, LoadedPrincipal>()),
+    grantSources(db, viewer.orgId, principalIds),
+  ]);
+  if (principalIds.includes(viewer.userId)) loaded.set(viewer.userId, caller);
+  const sourcesOf = new Map<string, SourceRow[]>();
+  for (const s of sources) sourcesOf.set(s.userId, [...(sourcesOf.get(s.userId) ?? []), s]);
+
+  return parsed.map((c): PermissionCheckAnswer => {
+    const base = { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId };
+    const denied = (decision: CheckDecision, target: Target | null): PermissionCheckAnswer => ({
+      ...base,
+      allowed: false,
+      decision,
+      grant: null,
+      sources: [],
+      missing: {
+        resourceType: c.resourceType,
+        action: c.action,
+        matchValue: target?.matchValue ?? null,
+        groups: target?.groups ?? null,
+      },
+    });
+    if (c.notFound || c.target === null) return denied("RESOURCE_NOT_FOUND", null);
+    const principal = loaded.get(c.principalId);
+    if (!principal || !principal.membershipActive) return denied("NOT_A_MEMBER", null);
+    const result = checkPermission(principal, c.target);
+    if (!result.allowed) {
+      // The caller is an active member of a live org, so the org-level reasons cannot occur here.
+      return denied(result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
+    }
+    if (result.via === "super_admin") {
+      return { ...base, allowed: true, decision: principal.isSuperAdmin ? "SUPER_ADMIN" : "OWNER", grant: null, sources: principal.isSuperAdmin ? [] : [OWNER_SOURCE], missing: null };
+    }
+    const key = permissionKey(result.via);
+    const carrying: GrantSource[] = (sourcesOf.get(c.principalId) ?? [])
+      .filter((s) => s.grants.some((g) => permissionKey(g) === key))
+      .map(({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey }) => ({
+        kind,
+        roleId,
+        roleKey,
+        roleName,
+        bindingId,
+        identitySourceId,
+        identitySourceName,
+        groupKey,
+      }));
+    // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
+    const ownerGrant = principal.isOwner === true && result.via.resourceType === ANY && result.via.action === ANY && result.via.resourcePattern === "" && result.via.authzGroup === "";
+    if (ownerGrant) carrying.push(OWNER_SOURCE);
+    return {
+      ...base,
+      allowed: true,
+      decision: carrying.length > 0 && carrying.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED",
+      grant: result.via,
+      sources: carrying,
+      missing: null,
+    };
+  });
+}
