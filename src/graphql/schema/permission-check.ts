@@ -22,8 +22,7 @@ import {
 } from "../../domain/catalog/index.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError, ValidationError } from "../../errors.js";
 import type { User } from "../../generated/prisma/client.js";
-import { workspaceTarget } from "../../approvals/workspaces.js";
-import { stackTarget } from "../../services/stacks.js";
+import { stackTarget, workspaceFamilyTarget } from "../../authz/targets.js";
 import {
   checkPermissions,
   MAX_PERMISSION_CHECKS,
@@ -175,7 +174,7 @@ builder.prismaObjectField("Stack", "viewerCan", (t) =>
 );
 
 type InWorkspace = { name: string; stack: { authzGroups: string[] } };
-const WorkspaceViewerCanRef = viewerCanType<InWorkspace>("WorkspaceViewerCan", "workspace", (w, a) => workspaceTarget(w, "workspace", a));
+const WorkspaceViewerCanRef = viewerCanType<InWorkspace>("WorkspaceViewerCan", "workspace", (w, a) => workspaceFamilyTarget(w, "workspace", a));
 builder.prismaObjectField("Workspace", "viewerCan", (t) =>
   t.field({
     type: WorkspaceViewerCanRef,
@@ -199,7 +198,7 @@ builder.prismaObjectField("ResourcePolicy", "viewerCan", (t) =>
 // rule already loaded for this request (ruleWorkspace), so these cost no statement either.
 type ScopedFamily = "approval_policy" | "approval_request" | "virtual_key" | "connection";
 const scopedViewerCan = (name: string, family: ScopedFamily) =>
-  viewerCanType<RuleWorkspace | null>(name, family, (w, a) => (w === null ? null : workspaceTarget(w, family, a)));
+  viewerCanType<RuleWorkspace | null>(name, family, (w, a) => (w === null ? null : workspaceFamilyTarget(w, family, a)));
 const inItsWorkspace = async (o: { workspaceId: string }, ctx: Context) => ({ row: await ruleWorkspace(ctx, o.workspaceId) });
 
 const ApprovalPolicyViewerCanRef = scopedViewerCan("ApprovalPolicyViewerCan", "approval_policy");
