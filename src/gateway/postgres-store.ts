@@ -91,6 +91,10 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
       } else if (row.status === "approved" && row.executionStatus === "failed") {
         status = "failed";
         reason = row.delivery?.errorCode ?? "execution_failed";
+      } else if (row.status === "approved" && row.executionStatus !== "executed" && expired) {
+        // Approved too late to run: resume and the re-issue both refuse an expired hold.
+        status = "expired";
+        reason = "approval_expired";
       }
       let notExecutable: string | null = null;
       if (status === "approved" && row.executionStatus !== "executed") {

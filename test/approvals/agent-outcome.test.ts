@@ -176,6 +176,19 @@ describe("a closed request answers the identical retry with its status", () => {
     expect((await statusOf(id)).body).toMatchObject({ status: "expired" });
   });
 
+  it("expired after approval, before it ran: no token, and the retry is closed as expired", async () => {
+    const id = await heldAndFiled(w, { repo: "acme/approved-late" });
+    await vote(w, w.reviewers[0]!, id);
+    await vote(w, w.reviewers[1]!, id);
+    const past = new Date(Date.now() - 1000);
+    await w.db.prisma.approvalRequest.update({ where: { id }, data: { expiresAt: past } });
+    await w.db.prisma.gatewayInvocation.update({ where: { approvalId: id }, data: { expiresAt: past } });
+    const read = await statusOf(id);
+    expect(read.body.approval_token).toBeUndefined();
+    await expectClosed("acme/approved-late", id, "expired", "approval_expired");
+    expect(runs(id)).toBe(0);
+  });
+
   it("failed: approved, then its delivery could not run it (the connection went inactive)", async () => {
     const id = await heldAndFiled(w, { repo: "acme/failed" });
     await vote(w, w.reviewers[0]!, id);
