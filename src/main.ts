@@ -1,11 +1,15 @@
 import { createApp, prepareDatabase } from "./app.js";
+import { EMBEDDED_TOOLS_PATH } from "./workers/runtime.js";
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
+import { withLocalSecrets } from "./infra/local-secrets.js";
 import { createLogger } from "./infra/logger.js";
 
-const config = loadConfig();
+// The embedded default keeps its approval secret and gateway service token in the data folder.
+const { config, generated } = await withLocalSecrets(loadConfig());
 const logger = createLogger(config.logLevel);
+if (generated.length > 0) logger.info({ files: generated }, "generated the embedded default's secrets (kept in the data folder, mode 0600)");
 
 const db = await openDatabase(config.database);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
@@ -20,8 +24,10 @@ logger.info(
 );
 if (prepared.demo) {
   const lines = prepared.demo.tokens.map((t) => `  ${t.name.padEnd(22)} ${t.role.padEnd(20)} ${t.token}`);
+  const gateway = app.services.approvals.gateway && prepared.demo.agentKey ? `MCP gateway: ${base}${EMBEDDED_TOOLS_PATH}\nAgent key: ${prepared.demo.agentKey}\n\n` : "";
   process.stdout.write(
     `\nEmbedded demo organization "${prepared.demo.orgSlug}" created. Tokens (shown once):\n${lines.join("\n")}\n\n` +
+      gateway +
       `Explorer:  ${base}/graphql  (header: {"Authorization": "Bearer <token>"})\n` +
       `Dashboard: ${base}/\n\n`,
   );

@@ -26,7 +26,7 @@ function startEmbedded(dir: string): Promise<{ port: number; tokens: string[]; o
   child = proc;
   let out = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`embedded start timed out:\n${out}`)), 90_000);
+    const timer = setTimeout(() => reject(new Error(`embedded start timed out:\n${out}`)), 240_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const serving = /"port":(\d+),"database":"pglite","eventBus":"memory"/.exec(out);
@@ -60,5 +60,5 @@ describe("the embedded default", () => {
     expect(body.data.stacks.edges.length).toBeGreaterThan(0);
     const explorer = await fetch(`${base}/graphql`, { headers: { accept: "text/html" } });
     expect(await explorer.text()).toContain("Countersign");
-  }, 120_000);
+  }, 300_000);
 });

@@ -95,6 +95,82 @@ export function notReadyJsonRpc(
   return { code: NOT_READY_JSONRPC_CODE, message: "not_ready", data: notReadyBody(reason, retryAfterSeconds) };
 }
 
+// ─── the request's outcome, as the agent reads it ─────────────────────────────────────────────────
+
+/**
+ * Every status an agent can read for a held call. `pending` and `approved` are open; the rest are
+ * closed: the identical retry (same key, same idempotency key, same arguments) is answered with
+ * `approval_closed` naming the status, and only a new idempotency key opens a new request
+ * (seed 003: "a new request with a new idempotency key is required").
+ */
+export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "default_deny", "invalidated", "expired", "failed"] as const;
+export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+export const CLOSED_APPROVAL_STATUSES = ["rejected", "default_deny", "invalidated", "expired", "failed"] as const satisfies readonly ApprovalStatus[];
+export type ClosedApprovalStatus = (typeof CLOSED_APPROVAL_STATUSES)[number];
+
+export function isClosedApprovalStatus(status: ApprovalStatus): status is ClosedApprovalStatus {
+  return (CLOSED_APPROVAL_STATUSES as readonly string[]).includes(status);
+}
+
+/** The next free code after executionInProgress (-32006), in the JSON-RPC server-error range. */
+export const APPROVAL_CLOSED_JSONRPC_CODE = -32007;
+/** The plain HTTP POST's status for it: the request's state conflicts with running this call again. */
+export const APPROVAL_CLOSED_HTTP_STATUS = 409;
+
+export type ApprovalClosedData = {
+  error: "approval_closed";
+  status: ClosedApprovalStatus;
+  approval_id: string;
+  tool: string;
+  /** Why it closed, when known: `policy_changed`, a delivery error code (`key_unavailable`, …), `execution_failed`. */
+  reason?: string;
+  retryable: false;
+  message: string;
+};
+
+export type ApprovalClosedInput = { status: ClosedApprovalStatus; approvalId: string; tool: string; reason?: string | null | undefined };
+
+const CLOSED_MESSAGES: Record<ClosedApprovalStatus, string> = {
+  rejected: "a reviewer rejected this call",
+  default_deny: "no approval policy lets anyone review this call",
+  invalidated: "the approval policies changed after this call was held",
+  expired: "the approval request expired before it was approved",
+  failed: "the approved call could not be executed",
+};
+
+export function approvalClosedBody(input: ApprovalClosedInput): ApprovalClosedData {
+  return {
+    error: "approval_closed",
+    status: input.status,
+    approval_id: input.approvalId,
+    tool: input.tool,
+    ...(input.reason ? { reason: input.reason } : {}),
+    retryable: false,
+    message: `${CLOSED_MESSAGES[input.status]}; send a new idempotency key to open a new request`,
+  };
+}
+
+export function approvalClosedJsonRpc(input: ApprovalClosedInput): {
+  code: typeof APPROVAL_CLOSED_JSONRPC_CODE;
+  message: "approval_closed";
+  data: ApprovalClosedData;
+} {
+  return { code: APPROVAL_CLOSED_JSONRPC_CODE, message: "approval_closed", data: approvalClosedBody(input) };
+}
+
+/**
+ * The JSON-RPC error a held call's status answers a `tools/call` with: open requests (pending,
+ * approved and not yet executed) keep answering approval_required (-32003) with the same id; a
+ * closed one answers approval_closed (-32007) naming its status. For any transport (the plain
+ * POST and the MCP Streamable HTTP one).
+ */
+export function approvalStatusJsonRpc(
+  input: { status: ApprovalStatus; approvalId: string; tool: string; expiresAt: Date | string; inboxUrl?: string | undefined; reason?: string | null | undefined },
+): ReturnType<typeof approvalRequiredJsonRpc> | ReturnType<typeof approvalClosedJsonRpc> {
+  if (isClosedApprovalStatus(input.status)) return approvalClosedJsonRpc({ status: input.status, approvalId: input.approvalId, tool: input.tool, reason: input.reason });
+  return approvalRequiredJsonRpc({ approvalId: input.approvalId, tool: input.tool, expiresAt: input.expiresAt, inboxUrl: input.inboxUrl });
+}
+
 // ─── the approval ticket ──────────────────────────────────────────────────────────────────────
 
 /** Tickets expire 24 hours after creation. */

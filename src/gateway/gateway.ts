@@ -1,10 +1,15 @@
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
-import { claimsMatch, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
+import { APPROVAL_TOKEN_TTL_SECONDS, claimsMatch, mintApprovalToken, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
 import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
 import {
+  APPROVAL_CLOSED_HTTP_STATUS,
+  approvalClosedJsonRpc,
   APPROVAL_REQUIRED_HTTP_STATUS,
+  isClosedApprovalStatus,
+  type ApprovalStatus,
+  type ClosedApprovalStatus,
   APPROVAL_STREAM,
   approvalRequiredJsonRpc,
   encodeTicket,
@@ -16,7 +21,7 @@ import {
   notReadyJsonRpc,
 } from "./errors.js";
 import { hashVirtualKey } from "./keys.js";
-import type { GatewayKey, GatewayStore, HeldInvocation } from "./store.js";
+import type { ApprovalOutcome, GatewayKey, GatewayStore, HeldInvocation } from "./store.js";
 
 /**
  * The gateway's half of held tool calls (seed 003), as a library: a tool gateway embeds it,
@@ -106,7 +111,32 @@ export type ToolCallOutcome =
   | { kind: "approval_required"; approvalId: string; reused: boolean }
   | { kind: "denied"; reason: string }
   | { kind: "not_ready"; reason: string }
-  | { kind: "rejected"; reason: string };
+  | { kind: "rejected"; reason: string }
+  /** The identical call's request has closed: answered with its status, never held again. */
+  | { kind: "approval_closed"; approvalId: string; status: ClosedApprovalStatus };
+
+/**
+ * What `GET /gateway/v1/approvals/{id}` answers the key that made the request (snake_case, like
+ * every field the gateway exchanges). `approval_token` only while approved and executable: the
+ * agent re-issues the identical tools/call (same arguments, same Idempotency-Key) with
+ * `x-obol-approval-id` and `x-obol-approval-token`.
+ */
+export type ApprovalStatusBody = {
+  approval_id: string;
+  status: ApprovalStatus;
+  tool: string;
+  expires_at: string;
+  decided_at: string | null;
+  execution_status: ApprovalOutcome["executionStatus"];
+  reason?: string;
+  approval_token?: string;
+  approval_token_expires_at?: string;
+};
+
+export type ApprovalStatusOutcome =
+  | { kind: "status"; status: ApprovalStatus; tokenMinted: boolean }
+  | { kind: "unauthorized" }
+  | { kind: "not_found" };
 
 export type ResumeOutcome =
   | { kind: "executed"; replayed: boolean }
@@ -150,6 +180,12 @@ export function isDestructiveByName(tool: string): boolean {
 export type Gateway = {
   handleToolCall(input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }>;
   resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }>;
+  /**
+   * The agent's side of the outcome: its request's status (and, approved, its approval token),
+   * for the virtual key that made it. Any other key, a malformed id and a missing request all
+   * answer the same 404.
+   */
+  approvalStatus(input: { authorization: string | null | undefined; approvalId: string }): Promise<GatewayResponse & { outcome: ApprovalStatusOutcome }>;
   readonly streamKey: string;
 };
 
@@ -425,6 +461,13 @@ export function createGateway(options: GatewayOptions): Gateway {
       // A plain retry of a call that is already held gets the same ticket back; a call that
       // presented approval headers that did not hold up gets a new one (seed: "re-issues a ticket").
       if (!presented) {
+        // A request that has closed answers the identical retry with its status: only a new
+        // idempotency key opens a new one.
+        const closed = await closedRequest(key, idempotencyKey, hash);
+        if (closed) {
+          const err = approvalClosedJsonRpc({ status: closed.status, approvalId: closed.approvalId, tool: logicalTool, reason: closed.reason });
+          return { ...rpcError(rpcId, APPROVAL_CLOSED_HTTP_STATUS, err.code, err.message, err.data), outcome: { kind: "approval_closed", approvalId: closed.approvalId, status: closed.status } };
+        }
         const awaiting = await store.findAwaiting(key.id, idempotencyKey, hash, now());
         if (awaiting && awaiting.connectionId === route.connectionId && awaiting.provider === route.provider && awaiting.tool === route.tool) {
           return approvalRequired(rpcId, awaiting.approvalId, logicalTool, awaiting.expiresAt, true);
@@ -473,6 +516,80 @@ export function createGateway(options: GatewayOptions): Gateway {
       return { ...rpcError(rpcId, 409, GATEWAY_JSONRPC.executionInProgress, "execution_in_progress", { error: "execution_in_progress", retryable: true }), outcome: { kind: "not_ready", reason: "execution_in_progress" } };
     }
     return { ...rpcError(rpcId, 502, GATEWAY_JSONRPC.executionFailed, "execution_failed", { error: "execution_failed", message: outcome.error }), outcome: { kind: "execution_failed", approvalId } };
+  }
+
+  /** The identical call's latest request, when it has closed. */
+  async function closedRequest(key: GatewayKey, idempotencyKey: string, hash: string): Promise<{ approvalId: string; status: ClosedApprovalStatus; reason: string | null } | null> {
+    if (!store.findLatestHeld || !store.findApprovalOutcome) return null;
+    const latest = await store.findLatestHeld(key.id, idempotencyKey, hash);
+    if (!latest || latest.state !== "AwaitingApproval") return null; // executions answer for themselves
+    const at = now();
+    const outcome = await store.findApprovalOutcome(latest.approvalId, at);
+    if (outcome && outcome.virtualKeyId === key.id && isClosedApprovalStatus(outcome.status)) return { approvalId: latest.approvalId, status: outcome.status, reason: outcome.reason };
+    // Held, never filed, and past its 24 hours: expired all the same.
+    if (!outcome && latest.expiresAt.getTime() <= at.getTime()) return { approvalId: latest.approvalId, status: "expired", reason: null };
+    return null;
+  }
+
+  async function approvalStatus(input: { authorization: string | null | undefined; approvalId: string }): Promise<GatewayResponse & { outcome: ApprovalStatusOutcome }> {
+    const plaintext = bearer(input.authorization);
+    const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
+    if (!key || key.revoked || key.workspace.archived) {
+      return { status: 401, headers: {}, body: { error: "unauthorized", message: "send a live virtual key as `Authorization: Bearer <key>`" }, outcome: { kind: "unauthorized" } };
+    }
+    const notFound = { status: 404, headers: {}, body: { error: "not_found", message: "this key made no approval request with that id" }, outcome: { kind: "not_found" as const } };
+    if (!idSchema.safeParse(input.approvalId).success) return notFound;
+    const at = now();
+    const [held, outcome] = await Promise.all([store.findHeld(input.approvalId), store.findApprovalOutcome ? store.findApprovalOutcome(input.approvalId, at) : Promise.resolve(null)]);
+    // Only the key that made the request may read it; for any other it does not exist.
+    const owner = outcome ?? held;
+    if (!owner || owner.virtualKeyId !== key.id || owner.workspaceId !== key.workspaceId) return notFound;
+    if (held && (held.virtualKeyId !== key.id || held.workspaceId !== key.workspaceId)) return notFound;
+
+    const tool = held ? (held.logicalTool ?? held.tool) : outcome!.tool;
+    let body: ApprovalStatusBody;
+    if (outcome) {
+      body = {
+        approval_id: outcome.approvalId,
+        status: outcome.status,
+        tool,
+        expires_at: outcome.expiresAt.toISOString(),
+        decided_at: outcome.decidedAt ? outcome.decidedAt.toISOString() : null,
+        execution_status: outcome.executionStatus,
+        ...(outcome.reason ? { reason: outcome.reason } : {}),
+      };
+    } else {
+      // Held, not yet in the inbox (ingest files it within seconds): pending until it expires.
+      const h = held!;
+      const failed = h.state === "Failed";
+      body = {
+        approval_id: h.approvalId,
+        status: failed ? "failed" : h.state === "AwaitingApproval" && h.expiresAt.getTime() <= at.getTime() ? "expired" : h.state === "AwaitingApproval" ? "pending" : "approved",
+        tool,
+        expires_at: h.expiresAt.toISOString(),
+        decided_at: null,
+        execution_status: h.state === "Executed" ? "executed" : failed ? "failed" : h.state === "Executing" ? "dispatched" : "none",
+        ...(failed ? { reason: "execution_failed" } : {}),
+      };
+    }
+    let tokenMinted = false;
+    if (outcome && outcome.status === "approved" && outcome.notExecutable === null) {
+      // Minted as control's delivery mints it: bound to the approval id, workspace, key, concrete
+      // tool, argument hash and idempotency key; short-lived, and never past the request's expiry.
+      const ttl = Math.min(APPROVAL_TOKEN_TTL_SECONDS, Math.floor((outcome.expiresAt.getTime() - at.getTime()) / 1000));
+      if (ttl > 0) {
+        body.approval_token = await mintApprovalToken(
+          options.approvalSecret,
+          { approvalId: outcome.approvalId, workspaceId: outcome.workspaceId, keyId: outcome.virtualKeyId, tool: outcome.tool, argumentHash: outcome.argumentHash, idempotencyKey: outcome.idempotencyKey },
+          { ...tokenOptions, ttlSeconds: ttl, now: at },
+        );
+        body.approval_token_expires_at = new Date((Math.floor(at.getTime() / 1000) + ttl) * 1000).toISOString();
+        tokenMinted = true;
+      }
+    } else if (outcome && outcome.status === "approved" && outcome.notExecutable) {
+      body.reason = outcome.notExecutable;
+    }
+    return { status: 200, headers: {}, body, outcome: { kind: "status", status: body.status, tokenMinted } };
   }
 
   async function resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }> {
@@ -566,7 +683,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { status: 502, headers: {}, body: { error: "execution_failed", retryable: false, message: outcome.error }, outcome: { kind: "execution_failed" } };
   }
 
-  return { handleToolCall, resume, streamKey };
+  return { handleToolCall, resume, approvalStatus, streamKey };
 }
 
 // ─── helpers ──────────────────────────────────────────────────────────────────────────────────

@@ -12,6 +12,11 @@ export type GatewayHttpOptions = {
   /** Where tools/call is served; null serves resume only. Default `/v1/mcp`. */
   toolsPath?: string | null;
   resumePath?: string;
+  /**
+   * Where the agent reads its requests: `GET <approvalsPath>/{approval_id}` with its virtual key.
+   * Null serves none. Default `/v1/approvals`.
+   */
+  approvalsPath?: string | null;
   /** Request bodies above this are refused. Default 1 MiB. */
   maxBodyBytes?: number;
 };
@@ -22,8 +27,24 @@ export function createGatewayHttpHandler(gateway: Gateway, options: GatewayHttpO
   const toolsPath = options.toolsPath === undefined ? "/v1/mcp" : options.toolsPath;
   const resumePath = options.resumePath ?? RESUME_PATH;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const approvalsPrefix = options.approvalsPath === undefined ? "/v1/approvals/" : options.approvalsPath === null ? null : `${options.approvalsPath.replace(/\/+$/, "")}/`;
 
   return async (req, res, url = new URL(req.url ?? "/", "http://localhost")) => {
+    if (approvalsPrefix !== null && url.pathname.startsWith(approvalsPrefix)) {
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        send(res, { status: 405, headers: { allow: "GET" }, body: { error: "method_not_allowed" } });
+        return true;
+      }
+      let approvalId: string;
+      try {
+        approvalId = decodeURIComponent(url.pathname.slice(approvalsPrefix.length));
+      } catch {
+        approvalId = "";
+      }
+      const authorization = req.headers.authorization;
+      send(res, await gateway.approvalStatus({ authorization: Array.isArray(authorization) ? authorization[0] : authorization, approvalId }));
+      return true;
+    }
     const isResume = url.pathname === resumePath;
     const isTools = toolsPath !== null && url.pathname === toolsPath;
     if (!isResume && !isTools) return false;

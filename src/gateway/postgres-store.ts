@@ -2,6 +2,7 @@ import { seal, unseal } from "../domain/seal.js";
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
+import type { ApprovalStatus } from "./errors.js";
 import { providerOfTool, type Execution, type ExecutionState, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
 /**
@@ -12,7 +13,17 @@ import { providerOfTool, type Execution, type ExecutionState, type GatewayStore,
  * Routing: a logical tool `<connection>.<operation>` is served by the workspace's connection
  * named `<connection>`, and runs there as the concrete tool `<provider>.<operation>`.
  */
-export function createPostgresGatewayStore(prisma: PrismaClient, options: { ticketSecret?: string | undefined } = {}): GatewayStore {
+export type PostgresGatewayStoreOptions = {
+  ticketSecret?: string | undefined;
+  /**
+   * Control's check before it mints authority for an approved request (seed 003, "Preflight"):
+   * null when it may, else the code that stops it. Without one, an approved request's status
+   * carries no token (fail closed). Countersign passes src/services/approvals/authority.ts.
+   */
+  authority?: ((approvalId: string) => Promise<string | null>) | undefined;
+};
+
+export function createPostgresGatewayStore(prisma: PrismaClient, options: PostgresGatewayStoreOptions = {}): GatewayStore {
   return {
     async findKeyByHash(keyHash) {
       const key = await prisma.virtualKey.findUnique({
@@ -62,6 +73,47 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: { tick
         orderBy: { createdAt: "desc" },
       });
       return row ? toHeld(row) : null;
+    },
+
+    async findLatestHeld(virtualKeyId, idempotencyKey, argumentHash) {
+      const row = await prisma.gatewayInvocation.findFirst({ where: { virtualKeyId, idempotencyKey, argumentHash }, orderBy: { createdAt: "desc" } });
+      return row ? toHeld(row) : null;
+    },
+
+    async findApprovalOutcome(approvalId, now) {
+      const row = await prisma.approvalRequest.findUnique({ where: { id: approvalId }, include: { delivery: { select: { errorCode: true } } } });
+      if (!row) return null;
+      const expired = row.expiresAt.getTime() <= now.getTime();
+      let status: ApprovalStatus = row.status;
+      let reason = row.closeReason;
+      if (row.status === "pending" && expired) {
+        status = "expired"; // the expiry sweep has not closed it yet: it is closed all the same
+      } else if (row.status === "approved" && row.executionStatus === "failed") {
+        status = "failed";
+        reason = row.delivery?.errorCode ?? "execution_failed";
+      } else if (row.status === "approved" && row.executionStatus !== "executed" && expired) {
+        // Approved too late to run: resume and the re-issue both refuse an expired hold.
+        status = "expired";
+        reason = "approval_expired";
+      }
+      let notExecutable: string | null = null;
+      if (status === "approved" && row.executionStatus !== "executed") {
+        notExecutable = expired ? "approval_expired" : options.authority ? await options.authority(approvalId) : "authority_unchecked";
+      }
+      return {
+        approvalId: row.id,
+        workspaceId: row.workspaceId,
+        virtualKeyId: row.virtualKeyId,
+        tool: row.tool,
+        argumentHash: row.argumentHash,
+        idempotencyKey: row.idempotencyKey,
+        status,
+        reason: status === "pending" || status === "approved" ? null : reason,
+        executionStatus: row.executionStatus,
+        expiresAt: row.expiresAt,
+        decidedAt: row.decidedAt,
+        notExecutable,
+      };
     },
 
     async setHeldState(approvalId, state, result) {

@@ -1,3 +1,5 @@
+import type { ApprovalStatus } from "./errors.js";
+
 /**
  * What the gateway reads and writes durably (seed 003, "What the agent sees" and "Resume").
  * The gateway never trusts a caller for any of it: resume re-reads the held record, the key,
@@ -65,6 +67,31 @@ export type Execution = {
   error: string | null;
 };
 
+/**
+ * A held call's request as its agent may read it (seed 003's statuses, plus `failed`: approved,
+ * then the delivery or the execution failed). Read from control's approval request.
+ */
+export type ApprovalOutcome = {
+  approvalId: string;
+  workspaceId: string;
+  virtualKeyId: string;
+  /** The concrete tool the token binds. */
+  tool: string;
+  argumentHash: string;
+  idempotencyKey: string;
+  status: ApprovalStatus;
+  /** Why it closed, when it did: the request's close reason or the delivery's error code. */
+  reason: string | null;
+  executionStatus: "none" | "pending" | "dispatched" | "executed" | "failed";
+  expiresAt: Date;
+  decidedAt: Date | null;
+  /**
+   * Approved only: null when authority may be minted now (control's preflight passes, or the call
+   * already executed and a re-issue only replays it); otherwise the preflight code that stops it.
+   */
+  notExecutable: string | null;
+};
+
 export interface GatewayStore {
   findKeyByHash(keyHash: string): Promise<GatewayKey | null>;
   /** The route a logical tool name takes in a workspace, or null when nothing serves it. */
@@ -80,6 +107,13 @@ export interface GatewayStore {
   /** An unexpired AwaitingApproval record for the same key, idempotency key and arguments. */
   findAwaiting(virtualKeyId: string, idempotencyKey: string, argumentHash: string, now: Date): Promise<HeldInvocation | null>;
   setHeldState(approvalId: string, state: HeldState, result?: unknown): Promise<void>;
+  /** The newest held record of the identical call (same key, idempotency key and arguments), in any state. */
+  findLatestHeld?(virtualKeyId: string, idempotencyKey: string, argumentHash: string): Promise<HeldInvocation | null>;
+  /**
+   * The request's outcome, or null when no request of that id has been filed (yet). Optional: a
+   * store without it serves no status reads (404) and answers a closed request's retry as before.
+   */
+  findApprovalOutcome?(approvalId: string, now: Date): Promise<ApprovalOutcome | null>;
 
   findExecution(virtualKeyId: string, idempotencyKey: string): Promise<Execution | null>;
   /**

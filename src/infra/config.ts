@@ -19,8 +19,11 @@ const EnvSchema = z.object({
   COUNTERSIGN_GATEWAY_URL: z.string().url().optional(),
   COUNTERSIGN_GATEWAY_SERVICE_TOKEN: z.string().min(16).optional(),
   COUNTERSIGN_INBOX_URL: z.string().url().optional(),
-  /** "on" mounts the gateway (tools/call and resume) on this server, with a demo executor. */
-  COUNTERSIGN_GATEWAY_EMBEDDED: z.enum(["on", "off"]).default("off"),
+  /**
+   * "on" mounts the gateway (tools/call, the agent's status read, resume) on this server. Default:
+   * on in the embedded default (no DATABASE_URL), off otherwise.
+   */
+  COUNTERSIGN_GATEWAY_EMBEDDED: z.enum(["on", "off"]).optional(),
   /** "all" (default) runs background workers in the API process; "none" leaves them to `npm run worker`. */
   COUNTERSIGN_WORKERS: z.enum(["all", "none"]).default("all"),
   COUNTERSIGN_INGEST_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
@@ -85,7 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     approvalTokenIssuer: e.COUNTERSIGN_APPROVAL_TOKEN_ISSUER,
     approvalTokenAudience: e.COUNTERSIGN_APPROVAL_TOKEN_AUDIENCE,
     approvalStream: e.COUNTERSIGN_APPROVAL_STREAM,
-    gatewayEmbedded: e.COUNTERSIGN_GATEWAY_EMBEDDED === "on",
+    gatewayEmbedded: e.COUNTERSIGN_GATEWAY_EMBEDDED ? e.COUNTERSIGN_GATEWAY_EMBEDDED === "on" : !e.DATABASE_URL,
     gatewayUrl: e.COUNTERSIGN_GATEWAY_URL,
     gatewayServiceToken: e.COUNTERSIGN_GATEWAY_SERVICE_TOKEN,
     inboxUrl: e.COUNTERSIGN_INBOX_URL,

@@ -1,3 +1,6 @@
+import { validateApprovalRules } from "../domain/approvals/policy.js";
+import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../gateway/keys.js";
+import type { Prisma } from "../generated/prisma/client.js";
 import type { PrismaClient } from "../infra/db.js";
 import { createOrganizationWithAdmin, issueToken } from "./accounts.js";
 import { systemRoleId } from "./system-roles.js";
@@ -5,6 +8,8 @@ import { systemRoleId } from "./system-roles.js";
 export interface DemoSeed {
   orgSlug: string;
   tokens: { name: string; email: string; role: string; token: string }[];
+  /** The demo agent's virtual key for the MCP gateway (payments-prod), shown once like the tokens. */
+  agentKey?: string;
 }
 
 /**
@@ -56,7 +61,8 @@ export async function seedDemo(prisma: PrismaClient): Promise<DemoSeed> {
   }
   await prisma.organization.update({ where: { id: org.id }, data: { protectedLabelKeys: ["env"] } });
   tokens.push(...(await seedApplyGateDemo(prisma, org.id, alice.id, stackIds)));
-  return { orgSlug: org.slug, tokens };
+  const agentKey = await seedGatewayDemo(prisma, org.id, alice.id);
+  return { orgSlug: org.slug, tokens, agentKey };
 }
 
 /**
@@ -128,4 +134,25 @@ async function seedApplyGateDemo(
   });
   await prisma.approval.create({ data: { planId: plan.id, userId: carol } });
   return [{ name: erin.name, email: erin.email, role: "DevOps (custom)", token }];
+}
+
+/**
+ * Held tool calls, ready to try (seed 003): the demo agent's virtual key on payments-prod, a
+ * `github` connection there, and an approval policy letting one admin (Alice) review `github.*`
+ * in prod. A destructive call (`github.delete_repo`) through the gateway is held; Alice sees it
+ * in `countersign inbox`, votes, and delivery executes it once.
+ */
+async function seedGatewayDemo(prisma: PrismaClient, orgId: string, aliceId: string): Promise<string> {
+  const prod = await prisma.workspace.findFirstOrThrow({ where: { orgId, name: "payments-prod" } });
+  await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github" } });
+  const key = generateVirtualKey();
+  await prisma.virtualKey.create({ data: { orgId, workspaceId: prod.id, name: "demo-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: aliceId } });
+  const rules = validateApprovalRules([
+    { id: "prod-github-one-admin", effect: "allow", tools: ["github.*"], environments: ["prod"], roles: [systemRoleId("admin")], userIds: [], count: 1 },
+  ]);
+  if (!rules.ok) throw new Error(`demo approval rules are invalid: ${JSON.stringify(rules.issues)}`);
+  await prisma.approvalPolicy.create({
+    data: { orgId, workspaceId: prod.id, name: "prod-github", rules: rules.rules as unknown as Prisma.InputJsonValue },
+  });
+  return key;
 }

@@ -12,6 +12,7 @@ import { policySetHashOf } from "../services/approvals/policies.js";
 import { inTransaction } from "../services/approvals/sql.js";
 import { currentQuorum } from "../services/approvals/quorum.js";
 import { expireOverdueRequests } from "../services/approvals/requests.js";
+import { PREFLIGHT_CODES, type PreflightCode } from "../services/approvals/authority.js";
 
 /**
  * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt
@@ -26,19 +27,8 @@ import { expireOverdueRequests } from "../services/approvals/requests.js";
  * dispatch of an already-executed call is replayed by the gateway, never executed again.
  */
 
-export const PREFLIGHT_CODES = [
-  "approval_not_executable",
-  "approval_expired",
-  "workspace_frozen",
-  "policy_changed",
-  "reviewer_authority_changed",
-  "key_unavailable",
-  // The held call's route: its connection is gone, moved or inactive, or points at another
-  // provider than the one the hold saw (the call is pinned; it never runs elsewhere).
-  "connection_unavailable",
-  "route_changed",
-] as const;
-export type PreflightCode = (typeof PREFLIGHT_CODES)[number];
+
+export { PREFLIGHT_CODES, type PreflightCode };
 
 export type DeliveryOptions = {
   db: Database;

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
+import { redisApprovalStream, type ApprovalStream, type StreamEntry } from "../infra/approval-stream.js";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
 import { APPROVAL_STREAM, decodeTicket, type ApprovalTicket } from "../gateway/errors.js";
 import { canonicalJson, sha256Hex } from "../domain/canonical.js";
@@ -28,7 +29,9 @@ import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
 
 export type IngestOptions = {
   db: Database;
-  redis: Redis;
+  /** The approval stream: an ioredis client (`redis`), or any ApprovalStream (`stream`; the embedded default's is in-process). */
+  redis?: Redis;
+  stream?: ApprovalStream;
   events: EventBus;
   logger: Logger;
   /** Default `stream:approvals`. */
@@ -77,7 +80,7 @@ export type IngestStats = {
   republished: number;
 };
 
-type Entry = [id: string, fields: string[] | null];
+type Entry = StreamEntry;
 
 type Bound = { entryId: string; ticket: ApprovalTicket; canonical: string; fingerprint: string };
 
@@ -91,7 +94,8 @@ export type IngestWorker = {
 };
 
 export function createIngestWorker(options: IngestOptions): IngestWorker {
-  const { db, redis, events, logger } = options;
+  const { db, events, logger } = options;
+  const stream: ApprovalStream = options.stream ?? (options.redis ? redisApprovalStream(options.redis) : missingStream());
   const streamKey = options.streamKey ?? APPROVAL_STREAM;
   const group = options.group ?? "countersign-ingest";
   const consumer = options.consumer ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
@@ -104,12 +108,8 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
 
   async function ensureGroup(): Promise<void> {
     if (groupReady) return;
-    try {
-      // From 0: tickets written before the group existed are filed too.
-      await redis.xgroup("CREATE", streamKey, group, "0", "MKSTREAM");
-    } catch (error) {
-      if (!String(error).includes("BUSYGROUP")) throw error;
-    }
+    // From 0: tickets written before the group existed are filed too.
+    await stream.xgroupCreate(streamKey, group, "0");
     groupReady = true;
   }
 
@@ -140,7 +140,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     // 1. Reclaim what a crashed (or this) consumer left pending.
     let cursor = "0-0";
     for (let round = 0; round < 100; round++) {
-      const [next, entries] = (await redis.xautoclaim(streamKey, group, consumer, claimIdleMs, cursor, "COUNT", batchSize)) as [string, Entry[], string[]?];
+      const [next, entries] = await stream.xautoclaim(streamKey, group, consumer, claimIdleMs, cursor, batchSize);
       if (entries.length > 0) {
         const batch = await processEntries(entries);
         batch.reclaimed = entries.length;
@@ -151,8 +151,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     }
     // 2. Drain new entries.
     for (let round = 0; round < 1000; round++) {
-      const reply = (await redis.xreadgroup("GROUP", group, consumer, "COUNT", batchSize, "STREAMS", streamKey, ">")) as [string, Entry[]][] | null;
-      const entries = reply?.[0]?.[1] ?? [];
+      const entries = await stream.xreadgroup(streamKey, group, consumer, batchSize);
       if (entries.length === 0) break;
       add(stats, await processEntries(entries));
       if (entries.length < batchSize) break;
@@ -172,7 +171,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
           log.error({ approvalId: held.approvalId }, "held call's kept ticket does not open with this approval secret; not republished");
         } else {
           // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
-          await redis.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
+          await stream.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
           republished++;
         }
         done.push(held.approvalId);
@@ -190,20 +189,16 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
    * readers.
    */
   async function trim(): Promise<void> {
-    const groups = (await redis.xinfo("GROUPS", streamKey)) as unknown[][];
     let floor: [number, number] | null = null;
-    for (const raw of groups) {
-      const info = new Map<string, unknown>();
-      for (let i = 0; i + 1 < raw.length; i += 2) info.set(String(raw[i]), raw[i + 1]);
-      const name = String(info.get("name"));
-      let needed = nextId(String(info.get("last-delivered-id") ?? "0-0"));
-      if (Number(info.get("pending") ?? 0) > 0) {
-        const summary = (await redis.xpending(streamKey, name)) as [number, string | null, string | null, unknown];
-        if (summary[1]) needed = parseId(summary[1]);
+    for (const info of await stream.xinfoGroups(streamKey)) {
+      let needed = nextId(info.lastDeliveredId);
+      if (info.pending > 0) {
+        const summary = await stream.xpendingSummary(streamKey, info.name);
+        if (summary.smallestId) needed = parseId(summary.smallestId);
       }
       if (!floor || compareIds(needed, floor) < 0) floor = needed;
     }
-    if (floor) await redis.xtrim(streamKey, "MINID", `${floor[0]}-${floor[1]}`);
+    if (floor) await stream.xtrimMinId(streamKey, `${floor[0]}-${floor[1]}`);
   }
 
   async function processEntries(entries: Entry[]): Promise<IngestStats> {
@@ -250,7 +245,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     ack.push(...filed.ack);
     if (ack.length > 0) {
       await options.beforeAck?.(ack);
-      await redis.xack(streamKey, group, ...ack);
+      await stream.xack(streamKey, group, ...ack);
     }
     for (const c of filed.created) events.publish("approval:changed", { orgId: c.orgId, workspaceId: c.workspaceId, requestId: c.id, reason: c.reason });
     return stats;
@@ -514,4 +509,8 @@ async function loadPolicies(tx: Tx, workspaceIds: string[]): Promise<Map<string,
     byWorkspace.set(row.workspaceId, list);
   }
   return byWorkspace;
+}
+
+function missingStream(): never {
+  throw new TypeError("createIngestWorker needs `stream` (an ApprovalStream) or `redis` (an ioredis client)");
 }

@@ -3,22 +3,29 @@ import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../gateway/cedar-gate
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
+import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
+import { createMemoryApprovalStream } from "../infra/memory-stream.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import { watchConnection, type EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
+import { approvalAuthority } from "../services/approvals/authority.js";
 import { createDeliveryWorker, type DeliveryWorker } from "./delivery.js";
 import { createIngestWorker, type IngestWorker } from "./ingest.js";
 
 /**
  * Held tool calls in a Countersign process: the ingest and delivery workers, and — with
- * COUNTERSIGN_GATEWAY_EMBEDDED=on — the gateway itself mounted beside /graphql
- * (`POST /gateway/v1/mcp` for tools/call, `POST /internal/v1/approvals/resume`), with a demo
- * executor that records the call instead of reaching a vendor. A real gateway embeds
- * src/gateway/ with its own executor and points COUNTERSIGN_GATEWAY_URL at itself.
+ * COUNTERSIGN_GATEWAY_EMBEDDED=on, the default without DATABASE_URL — the gateway itself mounted
+ * beside /graphql (`POST /gateway/v1/mcp` for tools/call, `GET /gateway/v1/approvals/{id}` for the
+ * agent's status read, `POST /internal/v1/approvals/resume`), with a demo executor that records
+ * the call instead of reaching a vendor. A real gateway embeds src/gateway/ with its own executor
+ * and points COUNTERSIGN_GATEWAY_URL at itself.
  *
- * The stream needs Redis: without REDIS_URL (the embedded default) there is no ingest and no
- * embedded gateway, and the runtime says so once at start.
+ * The approval stream is Redis's with REDIS_URL, otherwise an in-process one with the same
+ * semantics (src/infra/memory-stream.ts): one process then holds, files, delivers and executes.
+ * An in-process stream is empty after a restart; ingest puts back what it lost from the held
+ * records (COUNTERSIGN_HELD_REPUBLISH_AFTER_MS). With the gateway in this process and no
+ * COUNTERSIGN_GATEWAY_URL, delivery calls its resume directly, not over the network.
  */
 export type ApprovalsRuntime = {
   http: GatewayHttpHandler | null;
@@ -30,29 +37,31 @@ export type ApprovalsRuntime = {
 };
 
 export const EMBEDDED_TOOLS_PATH = "/gateway/v1/mcp";
+export const EMBEDDED_APPROVALS_PATH = "/gateway/v1/approvals";
 
 export function createApprovalsRuntime(deps: { config: Config; db: Database; events: EventBus; logger: Logger }): ApprovalsRuntime {
   const { config, db, events } = deps;
   const logger = deps.logger.child({ module: "approvals" });
   let redis: Redis | null = null;
-  const streamClient = () => {
-    if (!redis) {
-      redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 3 });
-      // Errors are logged, never left to the process; once the stream is back, ingest runs at once
-      // (recreating the consumer group if Redis lost it).
-      watchConnection(redis, "approval-stream", logger, () => ingest?.wake());
-    }
-    return redis;
+  let stream: ApprovalStream | null = null;
+  const streamClient = (): ApprovalStream => {
+    if (stream) return stream;
+    if (!config.redisUrl) return (stream = createMemoryApprovalStream());
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
+    // Errors are logged, never left to the process; once the stream is back, ingest runs at once
+    // (recreating the consumer group if Redis lost it).
+    watchConnection(redis, "approval-stream", logger, () => ingest?.wake());
+    return (stream = redisApprovalStream(redis));
   };
 
   let gateway: Gateway | null = null;
   let http: GatewayHttpHandler | null = null;
   if (config.gatewayEmbedded) {
-    if (!config.redisUrl || !config.approvalSecret || !config.gatewayServiceToken) {
-      logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs REDIS_URL, COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
+    if (!config.approvalSecret || !config.gatewayServiceToken) {
+      logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
       gateway = createGateway({
-        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret }),
+        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id) }),
         stream: streamClient(),
         streamKey: config.approvalStream,
         gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
@@ -65,25 +74,27 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         // The demo executor: records what would have run. A real gateway calls the provider here.
         executor: async (call) => ({ demo: true, provider: call.provider, tool: call.tool, invocation_id: call.invocationId, executed_at: new Date().toISOString() }),
       });
-      http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH });
+      http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH, approvalsPath: EMBEDDED_APPROVALS_PATH });
     }
   }
 
-  const ingest = config.redisUrl
-    ? createIngestWorker({
-        db,
-        redis: streamClient(),
-        events,
-        logger,
-        streamKey: config.approvalStream,
-        intervalMs: config.ingestIntervalMs,
-        claimIdleMs: config.ingestClaimIdleMs,
-        republishAfterMs: config.heldRepublishAfterMs,
-        ticketSecret: config.approvalSecret,
-      })
-    : null;
+  // Always: without Redis it drains the in-process stream, and puts back (from the held records
+  // in the database) tickets a gateway in another process held on a stream of its own.
+  const ingest: IngestWorker | null = createIngestWorker({
+    db,
+    stream: streamClient(),
+    events,
+    logger,
+    streamKey: config.approvalStream,
+    intervalMs: config.ingestIntervalMs,
+    claimIdleMs: config.ingestClaimIdleMs,
+    republishAfterMs: config.heldRepublishAfterMs,
+    ticketSecret: config.approvalSecret,
+  });
 
-  const gatewayUrl = config.gatewayUrl ?? (gateway ? `http://127.0.0.1:${config.port}` : undefined);
+  // Delivery targets the process itself when the gateway is here and no other is named.
+  const inProcess = !config.gatewayUrl && gateway ? gateway : null;
+  const gatewayUrl = config.gatewayUrl ?? (inProcess ? IN_PROCESS_GATEWAY_URL : undefined);
   const delivery =
     config.approvalSecret && config.gatewayServiceToken && gatewayUrl
       ? createDeliveryWorker({
@@ -96,6 +107,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
           gatewayUrl,
           serviceToken: config.gatewayServiceToken,
           intervalMs: config.deliveryIntervalMs,
+          ...(inProcess ? { fetch: inProcessResume(inProcess) } : {}),
         })
       : null;
 
@@ -108,7 +120,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
     startWorkers() {
       if (started) return;
       started = true;
-      if (!ingest) logger.info("no REDIS_URL: held tool calls are not ingested (the approval stream lives in Redis)");
+      if (!config.redisUrl) logger.info("no REDIS_URL: held tool calls travel on an in-process approval stream");
       if (!delivery) logger.info("approved tool calls are not delivered: set COUNTERSIGN_APPROVAL_SECRET, COUNTERSIGN_GATEWAY_SERVICE_TOKEN and COUNTERSIGN_GATEWAY_URL");
       ingest?.start();
       delivery?.start();
@@ -117,5 +129,22 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       await Promise.all([ingest?.stop(), delivery?.stop()]);
       redis?.disconnect();
     },
+  };
+}
+
+const IN_PROCESS_GATEWAY_URL = "http://gateway.in-process";
+
+/** Delivery's `fetch`, answered by this process's gateway: the same resume, without a socket. */
+function inProcessResume(gateway: Gateway): typeof fetch {
+  return async (_input, init) => {
+    const headers = new Headers(init?.headers);
+    let body: unknown;
+    try {
+      body = JSON.parse(typeof init?.body === "string" ? init.body : "null");
+    } catch {
+      body = null;
+    }
+    const answer = await gateway.resume({ authorization: headers.get("authorization"), body });
+    return new Response(JSON.stringify(answer.body), { status: answer.status, headers: { "content-type": "application/json", ...answer.headers } });
   };
 }

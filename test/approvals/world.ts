@@ -1,5 +1,6 @@
 import { createServer, type Server } from "node:http";
 import { Redis } from "ioredis";
+import { approvalAuthority } from "../../src/services/approvals/authority.js";
 import { createDeliveryWorker, type DeliveryOptions } from "../../src/workers/delivery.js";
 import { createIngestWorker, type IngestOptions } from "../../src/workers/ingest.js";
 import { validateApprovalRules, type ApprovalRule } from "../../src/domain/approvals/policy.js";
@@ -60,7 +61,7 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
 
   const executions: ExecuteCall[] = [];
   const gateway = createGateway({
-    store: createPostgresGatewayStore(db.prisma),
+    store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
     gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
