@@ -14,6 +14,9 @@ import "./reservation.js";
 import "./resource-policy.js";
 import "./webhook.js";
 import "./workspace-live.js";
+import "./personal-organization.js";
+import "./pr-preview.js";
+import "./cloud-integration.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 
