@@ -137,6 +137,16 @@ describe("seed 004: personal organizations", () => {
     await expect(t.db.prisma.organization.update({ where: { id: orgId }, data: { ownerUserId: null } })).rejects.toThrow();
   });
 
+  it("the owner may close their personal organization; a member of it may not", async () => {
+    const { token, orgId } = await personalOrg();
+    const friend = await addMember(t.db, orgId);
+    const byFriend = await t.gql(`mutation { deleteOrganization { ${RESULT_STATE} } }`, {}, friend.token);
+    expect(byFriend.data.deleteOrganization.__typename).toBe("PermissionDeniedError");
+    const byOwner = await t.gql(`mutation { deleteOrganization { __typename } }`, {}, token);
+    expect(byOwner.data.deleteOrganization.__typename).toBe("MutationDeleteOrganizationSuccess");
+    expect((await t.gql(`{ viewer { email } }`, {}, token)).data?.viewer ?? null).toBeNull();
+  });
+
   it("a service account cannot own a personal organization; a blank name is a ValidationError", async () => {
     const bot = await addMember(t.db, org.orgId);
     await t.db.prisma.user.update({ where: { id: bot.userId }, data: { isServiceAccount: true } });
