@@ -119,7 +119,7 @@ builder.mutationFields((t) => ({
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
-      "What a runner calls before planning a pull request on a stack: needs (stack, deploy). Parked AWAITING_CONFIRMATION when the stack's prPlanMode is MANUAL, " +
+      "What a runner calls before planning a pull request on a stack: needs (stack, read) and (stack, deploy). Parked AWAITING_CONFIRMATION when the stack's prPlanMode is MANUAL, " +
       "CONFIRMED at once when AUTO. The same (stack, pull request, commit) answers the same preview.",
     args: { input: t.arg({ type: RequestPrPreviewInputRef, required: true }) },
     resolve: async (query, _root, args, ctx) => {
