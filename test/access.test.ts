@@ -124,7 +124,7 @@ describe("assignments and SSO bindings (seed 004)", () => {
 
   it("personal organizations reject manual assignments, bindings and custom roles; the owner is admin", async () => {
     const owner = await t.db.prisma.user.create({ data: { email: `owner-${Date.now()}@test.local`, name: "Owner" } });
-    const personal = await t.db.prisma.organization.create({ data: { name: "Personal", slug: `personal-${Date.now()}`, ownerUserId: owner.id } });
+    const personal = await t.db.prisma.organization.create({ data: { name: "Personal", slug: `personal-${Date.now()}`, ownerUserId: owner.id, personal: true } });
     await t.db.prisma.membership.create({ data: { orgId: personal.id, userId: owner.id } });
     const { issueToken } = await import("../src/services/accounts.js");
     const { token } = await issueToken(t.db.prisma, { userId: owner.id, orgId: personal.id, name: "t" });

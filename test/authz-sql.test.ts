@@ -40,7 +40,9 @@ describe("the shared authz case table, in SQL", () => {
   });
 
   const listable = AUTHZ_CASES.filter(
-    (c) => (c.target.resourceType === "stack" || c.target.resourceType === "workspace") && c.target.matchValue !== null,
+    (c) =>
+      (c.target.resourceType === "stack" || c.target.resourceType === "workspace" || c.target.resourceType === "cloud_integration") &&
+      c.target.matchValue !== null,
   );
 
   it.each(listable.map((c) => [c.name, c] as const))("the list filter agrees: %s", async (_name, c) => {
@@ -60,9 +62,15 @@ describe("the shared authz case table, in SQL", () => {
     if (c.target.resourceType === "workspace") {
       await t.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name } });
     }
+    if (c.target.resourceType === "cloud_integration") {
+      // A cloud integration passes its stack's groups (seed 004).
+      await t.db.prisma.cloudIntegration.create({
+        data: { orgId: org.orgId, stackId: stack.id, name, provider: "aws", identity: "arn:aws:iam::123456789012:role/case" },
+      });
+    }
     const principal = compilePrincipal({ orgExists: true, orgDeleted: false, membershipActive: true, isSuperAdmin: false, grants: [c.grant] });
     const scope = listScope(principal, c.target.resourceType, c.target.action);
-    const query = namePageQuery(c.target.resourceType as "stack" | "workspace", org.orgId, scope, null, 50);
+    const query = namePageQuery(c.target.resourceType as "stack" | "workspace" | "cloud_integration", org.orgId, scope, null, 50);
     const rows = query ? await t.db.sql.query<{ name: string }>(query.text, query.params) : [];
     expect(rows.map((r) => r.name).includes(name)).toBe(c.expected);
   });

@@ -3,7 +3,7 @@ import type { ListScope } from "../domain/catalog/check.js";
 
 /**
  * The SQL side of the seed's check for list endpoints: which names of an org's stacks (or
- * workspaces) a ListScope reaches, one ordered page at a time. Every arm is an index range
+ * workspaces, or cloud integrations) a ListScope reaches, one ordered page at a time. Every arm is an index range
  * scan ordered by name with its own LIMIT, so a page costs O(arms × page size) whatever
  * the org's size (seed 004: "a group is a leading equality key in the list index"):
  *  - untargeted grant: the (orgId, name) index from the cursor on;
@@ -22,8 +22,10 @@ export interface PageQuery {
 /** Greater than every string that starts with the prefix (byte order, COLLATE "C"). */
 const MAX_CHAR = "\u{10FFFF}";
 
+const TABLES = { stack: "stacks", workspace: "workspaces", cloud_integration: "cloud_integrations" } as const;
+
 export function namePageQuery(
-  family: "stack" | "workspace",
+  family: "stack" | "workspace" | "cloud_integration",
   orgId: string,
   scope: ListScope,
   after: string | null,
@@ -34,7 +36,7 @@ export function namePageQuery(
     params.push(value);
     return `$${params.length}`;
   };
-  const table = family === "stack" ? "stacks" : "workspaces";
+  const table = TABLES[family];
   const arms: string[] = [];
   const base = `SELECT name FROM ${table} WHERE "orgId" = $1 AND name > $2`;
   if (scope.unrestricted) {
@@ -62,7 +64,8 @@ export function namePageQuery(
         family === "stack"
           ? `SELECT "stackName" AS name FROM stack_authz_group_members
               WHERE "orgId" = $1 AND "groupName" = ${p(group)} AND "stackName" > $2 ORDER BY "stackName" LIMIT $3`
-          : `SELECT w.name FROM workspaces w
+          : // A workspace and a cloud integration pass their stack's groups (seed 004).
+            `SELECT w.name FROM ${table} w
               WHERE w."orgId" = $1 AND w.name > $2 AND w."stackId" IN (
                 SELECT "stackId" FROM stack_authz_group_members WHERE "orgId" = $1 AND "groupName" = ${p(group)})
               ORDER BY w.name LIMIT $3`,

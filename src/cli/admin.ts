@@ -4,15 +4,17 @@ import { parseArgs } from "node:util";
 import { loadConfig } from "../infra/config.js";
 import { openDatabase, type Database } from "../infra/db.js";
 import { migrate } from "../infra/migrate.js";
-import { createOrganizationWithAdmin, findOrCreateUser, issueToken } from "../services/accounts.js";
+import { createOrganizationWithAdmin, createPersonalOrganization, findOrCreateUser, issueToken, slugify } from "../services/accounts.js";
 import { reconcileSystemRoles, systemRoleId } from "../services/system-roles.js";
 import { SYSTEM_ROLE_KEYS } from "../domain/catalog/index.js";
 import { terminalSafe } from "./terminal.js";
 
 export const ADMIN_USAGE = `countersign admin <command> [options]   (talks to the database directly)
 
-  create-org   --name NAME --admin-email EMAIL [--admin-name NAME] [--slug SLUG]
-               a new organization; its first member is super admin; prints their token
+  create-org   --name NAME --admin-email EMAIL [--admin-name NAME] [--slug SLUG] [--personal]
+               a new organization; its first member is super admin; prints their token.
+               --personal: a personal organization owned by that person instead (admin
+               implicitly; no role assignments, group bindings or custom roles in it)
   create-user  --org SLUG --email EMAIL --name NAME [--role KEY] [--service-account]
                adds a member (a service account for a chatops bot); prints a token
   create-token --org SLUG --email EMAIL [--name NAME]
@@ -51,6 +53,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
       "admin-email": { type: "string" },
       "admin-name": { type: "string" },
       "service-account": { type: "boolean", default: false },
+      personal: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
     },
     strict: true,
@@ -62,6 +65,15 @@ export async function runAdmin(argv: string[]): Promise<number> {
       need(values, "name", "admin-email");
       const db = await open();
       try {
+        if (values.personal) {
+          const { org, owner, token } = await createPersonalOrganization(db.prisma, {
+            orgName: values.name!,
+            slug: values.slug ?? slugify(values.name!),
+            owner: { email: values["admin-email"]!, name: values["admin-name"] ?? values["admin-email"]! },
+          });
+          print({ organization: org.slug, personal: true, owner: owner.email, token });
+          return 0;
+        }
         const { org, user, token } = await createOrganizationWithAdmin(db.prisma, {
           orgName: values.name!,
           slug: values.slug,
@@ -87,6 +99,7 @@ export async function runAdmin(argv: string[]): Promise<number> {
             update: { deactivatedAt: null },
           });
           if (values.role) {
+            if (org.personal) throw new UsageError(`${org.slug} is a personal organization: it has no manual role assignments (its owner is admin implicitly).`);
             await tx.roleAssignment.upsert({
               where: { orgId_userId: { orgId: org.id, userId: user.id } },
               create: { orgId: org.id, userId: user.id, roleId: systemRoleId(values.role) },

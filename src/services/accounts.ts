@@ -53,3 +53,26 @@ export async function createOrganizationWithAdmin(
     return { org, user, token: token.token };
   });
 }
+
+/**
+ * A personal organization (seed 004, Notes): `owner` is its owner and only member. The owner is
+ * admin implicitly (src/authz/principal.ts gives the organization's owner the (*, *) grant: the
+ * seed's RoleService.GrantAdminRoleInTx on creation), so no role assignment is written, and the
+ * organization refuses manual assignments, group bindings and custom roles from then on
+ * (services/roles.ts, and triggers in the database). Flag and owner are written together, in
+ * one transaction with the membership and the owner's first token.
+ */
+export async function createPersonalOrganization(
+  db: Tx | PrismaClient,
+  input: { orgName: string; slug: string; owner: { email: string; name: string }; token?: string },
+) {
+  const run = async (tx: Tx) => {
+    const org = await tx.organization.create({ data: { name: input.orgName, slug: input.slug } });
+    const owner = await findOrCreateUser(tx, org.id, { email: input.owner.email, name: input.owner.name });
+    const personal = await tx.organization.update({ where: { id: org.id }, data: { personal: true, ownerUserId: owner.id } });
+    await tx.membership.create({ data: { orgId: org.id, userId: owner.id } });
+    const token = await issueToken(tx, { userId: owner.id, orgId: org.id, name: "personal", token: input.token });
+    return { org: personal, owner, token: token.token };
+  };
+  return "$transaction" in db ? db.$transaction(run) : run(db);
+}

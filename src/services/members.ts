@@ -116,7 +116,11 @@ export async function revokeApiToken(deps: RoleDeps, id: string) {
 
 /** Soft delete: every check fails for a deleted organization from then on. */
 export async function deleteOrganization(deps: RoleDeps) {
-  if (!(await deps.authz.isSuperAdmin())) throw new PermissionDeniedError(null, "Only a super admin can delete the organization.");
+  // The owner of a personal organization may close it too (they are its admin implicitly).
+  const principal = await deps.authz.requireMember();
+  if (!principal.isSuperAdmin && principal.isOwner !== true) {
+    throw new PermissionDeniedError(null, "Only a super admin, or a personal organization's owner, can delete the organization.");
+  }
   const org = await deps.db.prisma.organization.update({ where: { id: deps.authz.viewer!.orgId }, data: { deletedAt: new Date() } });
   announceAuthzChange(deps.events, org.id, "organization_deleted");
   return org;

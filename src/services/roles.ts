@@ -26,7 +26,7 @@ export interface RoleDeps {
 /** Seed 004, Notes: personal organizations reject manual assignments, bindings and custom roles. */
 async function rejectPersonalOrg(db: Database, orgId: string, what: string) {
   const org = await db.prisma.organization.findUniqueOrThrow({ where: { id: orgId } });
-  if (org.ownerUserId !== null) {
+  if (org.personal || org.ownerUserId !== null) {
     throw new InvalidStateError("Organization", "personal", `A personal organization has no ${what}: its owner is admin implicitly.`);
   }
 }

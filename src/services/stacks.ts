@@ -198,6 +198,10 @@ export async function deleteStack(db: Database, authz: Authz, id: string) {
   if (workspaces > 0) {
     throw new ConflictError(`Stack ${stack.name} still has ${workspaces} workspace(s); archive and move them first.`);
   }
+  const integrations = await db.prisma.cloudIntegration.count({ where: { stackId: stack.id } });
+  if (integrations > 0) {
+    throw new ConflictError(`Stack ${stack.name} still has ${integrations} cloud integration(s); delete them first.`);
+  }
   await db.prisma.stack.delete({ where: { id: stack.id } });
   return stack;
 }

@@ -354,6 +354,24 @@ export const AUTHZ_CASES: readonly AuthzCase[] = [
     expected: true,
   },
   {
+    name: "(cloud_integration, update, authz_group = env-prod) does not match an integration whose stack carries only env-dev",
+    grant: { resourceType: "cloud_integration", action: "update", resourcePattern: "", authzGroup: "env-prod" },
+    target: { resourceType: "cloud_integration", action: "update", matchValue: "aws-dev", groups: ["env-dev"] },
+    expected: false,
+  },
+  {
+    name: "(cloud_integration, read, aws-*) matches an integration by its name, whatever its stack's groups",
+    grant: { resourceType: "cloud_integration", action: "read", resourcePattern: "aws-%", authzGroup: "" },
+    target: { resourceType: "cloud_integration", action: "read", matchValue: "aws-prod", groups: ["env-prod"] },
+    expected: true,
+  },
+  {
+    name: "(stack, read, authz_group = env-prod) does not reach the cloud integrations of an env-prod stack",
+    grant: { resourceType: "stack", action: "read", resourcePattern: "", authzGroup: "env-prod" },
+    target: { resourceType: "cloud_integration", action: "read", matchValue: "aws-prod", groups: ["env-prod"] },
+    expected: false,
+  },
+  {
     name: "(workspace, approve, authz_group = env-prod) matches a workspace whose stack carries env-prod",
     grant: { resourceType: "workspace", action: "approve", resourcePattern: "", authzGroup: "env-prod" },
     target: { resourceType: "workspace", action: "approve", matchValue: "payments", groups: ["tier-1", "env-prod"] },

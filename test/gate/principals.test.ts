@@ -40,7 +40,7 @@ it("loadPrincipals loads every user exactly as loadPrincipal does", async () => 
   for (const u of [sso, both]) await t.db.prisma.userIdentityGroup.create({ data: { identitySourceId: source.id, userId: u.userId, groupKey: "eng" } });
 
   const owner = await t.db.prisma.user.create({ data: { email: `owner-${Date.now()}@test.local`, name: "Owner" } });
-  const personal = await t.db.prisma.organization.create({ data: { slug: `personal-${Date.now()}`, name: "Personal", ownerUserId: owner.id } });
+  const personal = await t.db.prisma.organization.create({ data: { slug: `personal-${Date.now()}`, name: "Personal", ownerUserId: owner.id, personal: true } });
   await t.db.prisma.membership.create({ data: { orgId: personal.id, userId: owner.id } });
 
   const users = [direct, sso, both, deactivated, boss, stranger, { userId: org.adminId }].map((u) => u.userId);

@@ -75,6 +75,12 @@ const MUTATIONS: Array<[string, (w: World) => string]> = [
   ["createIdentitySource", () => `(name: "generated-source")`],
   ["createApiToken", () => `(input: { name: "generated" })`],
   ["addMember", () => `(input: { email: "generated@acme.test", name: "Generated" })`],
+  ["createCloudIntegration", (w) => `(input: { stackId: "${w.ids.stack}", name: "generated-gcp", provider: GCP, identity: "deployer@my-project.iam.gserviceaccount.com" })`],
+  ["updateCloudIntegration", (w) => `(input: { id: "${w.ids.cloudIntegration}", identity: "arn:aws:iam::123456789012:role/generated" })`],
+  ["requestPrPreview", (w) => `(input: { stackId: "${w.ids.stack}", pullRequest: 13, commitSha: "abcdef2" })`],
+  ["confirmPrPreview", (w) => `(id: "${w.ids.prPreview}")`],
+  ["setStackPrPlanMode", (w) => `(input: { stackId: "${w.ids.stack}", mode: AUTO })`],
+  ["createPersonalOrganization", () => `(input: { name: "Generated personal" })`],
 ];
 
 describe("every field of every mutation's success payload", () => {

@@ -41,6 +41,8 @@ export function argsFrom(w: World): ArgFiller {
         approvalRequest: w.ids.approvalRequest,
         approvalPolicy: w.ids.approvalPolicy,
         webhook: w.ids.webhook,
+        cloudIntegration: w.ids.cloudIntegration,
+        prPreview: w.ids.prPreview,
       };
       return type === "Query" && byField[field] ? q(byField[field]) : undefined;
     }

@@ -30,6 +30,8 @@ const TYPES: Record<string, ConcreteResourceType> = {
   ToolConnection: "connection",
   Webhook: "webhook",
   WebhookDelivery: "webhook",
+  CloudIntegration: "cloud_integration",
+  PrPreview: "stack",
 };
 const READ_FAMILIES = [...new Set(Object.values(TYPES))];
 /** What the member holds besides reads, so paths behind approve and decide are walked too. */

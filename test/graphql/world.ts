@@ -26,6 +26,8 @@ export interface World {
     identitySource: string;
     binding: string;
     webhook: string;
+    cloudIntegration: string;
+    prPreview: string;
   };
   /** A member holding the given grants (custom role), by token. */
   member(grants: Grants): Promise<string>;
@@ -87,6 +89,13 @@ export async function createWorld(t: TestApp): Promise<World> {
     data: { orgId: org.id, webhookId: webhook.id, eventId: randomUUID(), eventType: "plan.gate_passed", payload: { type: "plan.gate_passed" } },
   });
 
+  const cloudIntegration = await prisma.cloudIntegration.create({
+    data: { orgId: org.id, stackId: workspace.stackId, name: "payments-aws", provider: "aws", identity: "arn:aws:iam::123456789012:role/payments" },
+  });
+  const prPreview = await prisma.prPreview.create({
+    data: { orgId: org.id, stackId: workspace.stackId, pullRequest: 12, commitSha: "abcdef1", status: "awaiting_confirmation", requestedById: alice.id },
+  });
+
   const foreign = await createOrg(t.db);
   const adminToken = demo.tokens[0]!.token;
   return {
@@ -105,6 +114,8 @@ export async function createWorld(t: TestApp): Promise<World> {
       identitySource: source.id,
       binding: binding.id,
       webhook: webhook.id,
+      cloudIntegration: cloudIntegration.id,
+      prPreview: prPreview.id,
     },
     member: async (grants) => (await addMember(t.db, org.id, { grants })).token,
     memberWithRoles: async (grants) => {

@@ -28,7 +28,8 @@ const schema = buildSchema(readFileSync(new URL("../../schema.graphql", import.m
 
 type Kind =
   | "role" | "user" | "workspace" | "stack" | "source" | "binding" | "policy" | "plan" | "reservation"
-  | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest" | "webhook" | "webhookDelivery";
+  | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest" | "webhook" | "webhookDelivery"
+  | "prPreview" | "cloudIntegration";
 
 /** Which of our objects an ID argument names: by argument name, and for `id` by the mutation's noun. */
 function kindOf(mutation: string, leaf: string): Kind {
@@ -45,7 +46,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     [/Workspace$/, "workspace"], [/ApprovalPolicy$/, "approvalPolicy"], [/GroupBinding$/, "binding"],
     [/IdentitySource$/, "source"], [/ResourcePolicy$/, "policy"], [/Role$/, "role"], [/Stack$/, "stack"],
     [/ToolConnection$/, "connection"], [/Reservation$/, "reservation"], [/ApiToken$/, "token"], [/VirtualKey$/, "virtualKey"],
-    [/Webhook$/, "webhook"],
+    [/Webhook$/, "webhook"], [/PrPreview$/, "prPreview"], [/CloudIntegration$/, "cloudIntegration"],
   ];
   const hit = nouns.find(([re]) => re.test(mutation));
   if (!hit) throw new Error(`${mutation}: no object kind for its id; add one`);
@@ -105,6 +106,8 @@ function selection(field: GraphQLField<unknown, unknown>): string {
 /** Inputs whose shape is checked before any lookup get a well-formed value, so the ids are reached. */
 const OVERRIDES: Record<string, (vars: any, ids: Record<Kind, string>) => void> = {
   submitPlan: (vars) => void (vars.input.changes = [{ address: "aws_db_instance.main", action: "DELETE" }]),
+  createCloudIntegration: (vars) => void (vars.input.identity = "arn:aws:iam::123456789012:role/deployer"),
+  requestPrPreview: (vars) => void (vars.input.commitSha = "abcdef1"),
   createApprovalPolicy: (vars, ids) =>
     void (vars.input.rules = [{ id: "r1", effect: "ALLOW", environments: ["*"], tools: ["*"], userIds: [ids.user], roleIds: [ids.role] }]),
 };
@@ -144,14 +147,21 @@ beforeAll(async () => {
   const delivery = await t.db.prisma.webhookDelivery.create({
     data: { orgId: ours.orgId, webhookId: webhook.id, eventId: randomBytes(8).toString("hex"), eventType: "plan.approval_added", payload: {} },
   });
+  const prPreview = await t.db.prisma.prPreview.create({
+    data: { orgId: ours.orgId, stackId: stack.id, pullRequest: 1, commitSha: "abcdef1", status: "awaiting_confirmation", requestedById: ours.adminId },
+  });
+  const cloudIntegration = await t.db.prisma.cloudIntegration.create({
+    data: { orgId: ours.orgId, stackId: stack.id, name: "ours-cloud", provider: "aws", identity: "arn:aws:iam::123456789012:role/ours" },
+  });
   ids = {
+    prPreview: prPreview.id, cloudIntegration: cloudIntegration.id,
     role: custom.id, user: member.userId, workspace: ws.id, stack: stack.id, source: source.id, binding: binding.id, policy: policy.id,
     plan: plan.id, reservation: reservation.data?.id ?? reservation.id, token: token.id, approvalPolicy: approvalPolicy.id,
     connection: connection.id, virtualKey: virtualKey.id, webhook: webhook.id, webhookDelivery: delivery.id,
     // No held call in this organization: an id of the right shape that names nothing anywhere.
     approvalRequest: `req_${randomBytes(8).toString("hex")}`,
   };
-  ourNames = [stack.name, ws.name, custom.name, member.name, source.name, "ours-approval", "ours-conn", "ours-key"];
+  ourNames = [stack.name, ws.name, custom.name, member.name, source.name, "ours-approval", "ours-conn", "ours-key", "ours-cloud"];
   const theirs = await createOrg(t.db);
   outsider = await addMember(t.db, theirs.orgId); // a member of another organization, no role
 });

@@ -15,6 +15,9 @@ import "./resource-policy.js";
 import "./webhook.js";
 import "./workspace-live.js";
 import "./permission-check.js";
+import "./personal-organization.js";
+import "./pr-preview.js";
+import "./cloud-integration.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 

@@ -9,7 +9,10 @@ export const OrganizationRef = builder.prismaObject("Organization", {
     id: t.exposeID("id"),
     slug: t.exposeString("slug"),
     name: t.exposeString("name"),
-    personal: t.boolean({ resolve: (o) => o.ownerUserId !== null }),
+    personal: t.exposeBoolean("personal", {
+      description:
+        "A personal organization: its owner is admin implicitly; it refuses manual role assignments, group bindings and custom roles (seed 004).",
+    }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
   }),
 });
