@@ -6,6 +6,7 @@ import { runAdmin } from "../src/cli/admin.js";
 import { TEST_DATABASE_URL } from "./helpers/env.js";
 import { startTestApp, type TestApp } from "./helpers/harness.js";
 import { addMember, createOrg, like, type OrgFixture } from "./helpers/fixtures.js";
+import { CHECK } from "./check/queries.js";
 
 let t: TestApp;
 let org: OrgFixture;
@@ -381,6 +382,30 @@ describe("seed 004: cloud integrations", () => {
     expect(viaStack.errors).toBeUndefined();
     expect(viaStack.data.a.cloudIntegrations.map((x: any) => x.name)).toEqual([a.name, b.name].sort());
     expect(viaStack.data.b.cloudIntegrations).toEqual([]);
+  });
+
+  it("the check API takes a cloud integration by id: its own name, its stack's groups (and another org's id is not found)", async () => {
+    const group = uniq("grp");
+    const tagged = await seedStack(uniq("ci-chk"), [group]);
+    const other = await seedStack(uniq("ci-chk-other"), []);
+    const a = await integration(tagged.id, uniq("chk-1"));
+    const c = await integration(other.id, uniq("chk-2"));
+    const reader = await member([{ resourceType: "cloud_integration", action: "read", authzGroup: group }]);
+    const foreign = await createOrg(t.db);
+    const res = await t.gql(
+      CHECK,
+      {
+        checks: [a.id, c.id].map((resourceId) => ({ resourceType: "cloud_integration", action: "read", resourceId })),
+      },
+      reader,
+    );
+    expect(res.errors).toBeUndefined();
+    const [onTagged, onOther] = res.data.checkPermissions.data;
+    expect(onTagged).toMatchObject({ allowed: true, decision: "GRANTED", grant: { authzGroup: group } });
+    // One the caller cannot read is answered like one that does not exist (no name leaks).
+    expect(onOther).toMatchObject({ allowed: false, decision: "RESOURCE_NOT_FOUND" });
+    const cross = await t.gql(CHECK, { checks: [{ resourceType: "cloud_integration", action: "read", resourceId: a.id }] }, foreign.adminToken);
+    expect(cross.data.checkPermissions.data[0]).toMatchObject({ allowed: false, decision: "RESOURCE_NOT_FOUND" });
   });
 
   it("Pattern matching applies at create time too: (cloud_integration, create, \"team-a-*\") constrains what names a user may create", async () => {

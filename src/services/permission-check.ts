@@ -93,6 +93,7 @@ const BY_ID: ReadonlySet<string> = new Set([
   "virtual_key",
   "connection",
   "webhook",
+  "cloud_integration",
 ]);
 const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "approval_request", "virtual_key", "connection"]);
 
@@ -193,7 +194,8 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
   const webhookIds = idsOf((rt) => rt === "webhook");
   const inWorkspace = { select: { name: true, stack: { select: { authzGroups: true } } } } as const;
   const scopedIds = (rt: string) => idsOf((x) => x === rt);
-  const [stacks, workspaces, policies, webhooks, approvalPolicies, requests, keys, connections] = await Promise.all([
+  const integrationIds = idsOf((rt) => rt === "cloud_integration");
+  const [stacks, workspaces, policies, webhooks, approvalPolicies, requests, keys, connections, integrations] = await Promise.all([
     stackIds.length ? db.prisma.stack.findMany({ where: { orgId, id: { in: stackIds } }, select: { id: true, name: true, authzGroups: true } }) : [],
     workspaceIds.length
       ? db.prisma.workspace.findMany({ where: { orgId, id: { in: workspaceIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
@@ -212,11 +214,16 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
     scopedIds("connection").length
       ? db.prisma.connection.findMany({ where: { orgId, id: { in: scopedIds("connection") } }, select: { id: true, workspace: inWorkspace } })
       : [],
+    // A cloud integration is matched by its own name and passes its stack's groups (seed 004).
+    integrationIds.length
+      ? db.prisma.cloudIntegration.findMany({ where: { orgId, id: { in: integrationIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
+      : [],
   ]);
   for (const s of stacks) put(["stack"], s.id, { matchValue: s.name, groups: s.authzGroups });
   for (const w of workspaces) put(["workspace", ...WORKSPACE_SCOPED], w.id, { matchValue: w.name, groups: w.stack.authzGroups });
   for (const p of policies) put(["resource_policy"], p.id, { matchValue: p.name, groups: null });
   for (const h of webhooks) put(["webhook"], h.id, { matchValue: null, groups: null });
+  for (const c of integrations) put(["cloud_integration"], c.id, { matchValue: c.name, groups: c.stack.authzGroups });
   const scoped: [string, readonly { id: string; workspace: { name: string; stack: { authzGroups: string[] } } }[]][] = [
     ["approval_policy", approvalPolicies],
     ["approval_request", requests],

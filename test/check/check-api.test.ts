@@ -322,7 +322,7 @@ describe("reasons: which grant, through which role, direct or SSO binding", () =
   it("seed 004 Notes: a personal organization's owner gets the admin role implicitly — the check says OWNER", async () => {
     const personal = await createOrg(t.db);
     const owner = await addMember(t.db, personal.orgId);
-    await t.db.prisma.organization.update({ where: { id: personal.orgId }, data: { ownerUserId: owner.userId } });
+    await t.db.prisma.organization.update({ where: { id: personal.orgId }, data: { ownerUserId: owner.userId, personal: true } });
     const r = await answers(personal.adminToken, [
       { principalId: owner.userId, resourceType: "stack", action: "run_command", matchValue: "x" },
       { principalId: owner.userId, resourceType: "approval_policy", action: "manage" },
