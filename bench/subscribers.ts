@@ -17,7 +17,7 @@ import { Authz } from "../src/authz/authz.js";
 import { createEventBus } from "../src/infra/events.js";
 import { approvePlan } from "../src/services/plans.js";
 import WebSocket from "ws";
-import type { FromBare, FromClient, FromProbe, Kind, ToBare, ToClient } from "./fanout/protocol.js";
+import type { FromBare, FromClient, FromProbe, Kind, ToBare, ToClient, ToProbe } from "./fanout/protocol.js";
 import { monotonicMs } from "./fanout/protocol.js";
 import { seed } from "./gate.js";
 import { BENCH_DATABASE_URL, freePort, log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
@@ -28,6 +28,8 @@ const CLIENTS = Number(process.env.BENCH_SUBSCRIBERS_CLIENTS ?? 2);
 /** Measured rounds, after WARMUP that are not counted; bench/gate.ts's seed has approvers for 205. */
 const ROUNDS = Number(process.env.BENCH_SUBSCRIBERS_ROUNDS ?? 30);
 const WARMUP = Number(process.env.BENCH_SUBSCRIBERS_WARMUP ?? 3);
+/** A folder: heap snapshots of the Countersign server before and after subscribing (for finding where a subscriber's memory goes). */
+const HEAP_SNAPSHOTS = process.env.BENCH_SUBSCRIBERS_HEAP_SNAPSHOT;
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) { version evaluation { approvalsCounted } } }`;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -100,9 +102,9 @@ class Child<In, Out extends { type: string }> {
 const tsx = ["--import", "tsx"];
 const probe = ["--expose-gc", ...tsx, "--import", pathToFileURL(`${ROOT}bench/fanout/probe.ts`).href];
 
-async function startCountersign(schema: string): Promise<{ url: string; child: Child<{ type: "memory" }, FromProbe | { type: "failed" }> }> {
+async function startCountersign(schema: string): Promise<{ url: string; child: Child<ToProbe, FromProbe | { type: "failed" }> }> {
   const port = await freePort();
-  const child = new Child<{ type: "memory" }, FromProbe | { type: "failed" }>("countersign server", [...probe, "src/main.ts"], {
+  const child = new Child<ToProbe, FromProbe | { type: "failed" }>("countersign server", [...probe, "src/main.ts"], {
     ...process.env,
     DATABASE_URL: BENCH_DATABASE_URL,
     DATABASE_SCHEMA: schema,
@@ -136,8 +138,8 @@ interface Memory {
   fds: number;
 }
 
-async function memoryOf(child: Child<{ type: "memory" }, FromProbe | { type: "failed" }> | Child<ToBare, FromBare | { type: "failed" }>): Promise<Memory> {
-  const m = (await (child as Child<{ type: "memory" }, FromProbe>).request({ type: "memory" }, "memory")) as FromProbe;
+async function memoryOf(child: Child<ToProbe, FromProbe | { type: "failed" }> | Child<ToBare, FromBare | { type: "failed" }>): Promise<Memory> {
+  const m = await (child as Child<ToProbe, FromProbe>).request({ type: "memory" }, "memory");
   return { rss: m.usage.rss, heapUsed: m.usage.heapUsed, external: m.usage.external, fds: m.fds };
 }
 
@@ -174,6 +176,10 @@ export async function run(): Promise<BenchRow[]> {
       // 127.0.0.2, 127.0.0.3, …: each client's sockets draw on their own ephemeral port range.
       const localAddress = (i: number) => `127.0.0.${i + 2}`;
 
+      const snapshot = async (name: string) => {
+        if (HEAP_SNAPSHOTS) log(`subscribers: heap snapshot ${(await server.child.request({ type: "snapshot", path: `${HEAP_SNAPSHOTS}/${name}.heapsnapshot` }, "snapshot", 300_000)).path}`);
+      };
+      await snapshot("before");
       const serverBefore = await memoryOf(server.child);
       log(`subscribers: Countersign server at ${server.url}, before: ${describe(serverBefore)}`);
       const openedGate = await Promise.all(
@@ -182,6 +188,7 @@ export async function run(): Promise<BenchRow[]> {
         ),
       );
       const serverAfter = await memoryOf(server.child);
+      await snapshot("subscribed");
       const gateOpenMs = Math.max(...openedGate.map((o) => o.ms));
       log(`subscribers: ${SUBSCRIBERS} planGate subscriptions (${tokens.length} users) open in ${(gateOpenMs / 1000).toFixed(1)} s; after: ${describe(serverAfter)}`);
 
@@ -230,6 +237,7 @@ export async function run(): Promise<BenchRow[]> {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       const serverEnd = await memoryOf(server.child);
+      await snapshot("rounds");
       log(`subscribers: Countersign server after ${WARMUP + ROUNDS} rounds: ${describe(serverEnd)}`);
 
       const perSocket = (after: Memory, before: Memory, key: "rss" | "heapUsed") => (after[key] - before[key]) / SUBSCRIBERS / KiB;

@@ -22,8 +22,8 @@ export type FromClient =
   | { type: "arrived"; kind: Kind; arrivals: number[] }
   | { type: "failed"; message: string };
 
-export type ToProbe = { type: "memory" };
-export type FromProbe = { type: "memory"; usage: NodeJS.MemoryUsage; fds: number };
+export type ToProbe = { type: "memory" } | { type: "snapshot"; path: string };
+export type FromProbe = { type: "memory"; usage: NodeJS.MemoryUsage; fds: number } | { type: "snapshot"; path: string };
 
 export type ToBare = ToProbe | { type: "payload"; template: string };
 export type FromBare = FromProbe | { type: "listening"; port: number } | { type: "payload-set" };
