@@ -51,7 +51,7 @@ export const GRAM_SCAN_MAX_CANDIDATES = 3000;
  * estimate is 0: the bitmap arm, whose cost is bounded by the names holding the grams.
  * Either arm returns exactly the names the LIKE matches; the gate only picks the faster.
  */
-function gramGate(table: string, gramsParam: string, runsParam: string): string {
+function gramGate(table: string, gramsParam: string, runsParam: string, maxCandidates: number): string {
   return `SELECT COALESCE((
       SELECT exp(sum(ln(per_run.freqs[1] * sqrt(COALESCE(per_run.freqs[2], 1))))) * max(per_run.rows)
         FROM (SELECT per_gram.run, array_agg(per_gram.freq ORDER BY per_gram.freq) AS freqs, max(per_gram.rows) AS rows
@@ -62,7 +62,7 @@ function gramGate(table: string, gramsParam: string, runsParam: string): string 
                                WHERE schemaname = current_schema() AND tablename = '${table}_name_grams_idx' LIMIT 1) AS st,
                              pg_class c
                        WHERE c.oid = '${table}'::regclass) AS per_gram
-               GROUP BY per_gram.run) AS per_run), 0) <= ${GRAM_SCAN_MAX_CANDIDATES} AS narrow`;
+               GROUP BY per_gram.run) AS per_run), 0) <= ${Number.isFinite(maxCandidates) ? maxCandidates : "'Infinity'::float8"} AS narrow`;
 }
 
 export function namePageQuery(
@@ -71,7 +71,10 @@ export function namePageQuery(
   scope: ListScope,
   after: string | null,
   limit: number,
+  /** Tests pin the gram arms' choice: -1 always walks the ordered index, Infinity never does. */
+  options: { gramScanMaxCandidates?: number } = {},
 ): PageQuery | null {
+  const maxCandidates = options.gramScanMaxCandidates ?? GRAM_SCAN_MAX_CANDIDATES;
   const params: unknown[] = [orgId, after ?? "", limit];
   const p = (value: unknown) => {
     params.push(value);
@@ -105,7 +108,7 @@ export function namePageQuery(
         }
         const gate = `gram_gate_${gates.length + 1}`;
         const grams = p(runs.flat());
-        gates.push(`${gate} AS (${gramGate(table, grams, p(runs.flatMap((run, i) => run.map(() => i))))})`);
+        gates.push(`${gate} AS (${gramGate(table, grams, p(runs.flatMap((run, i) => run.map(() => i))), maxCandidates)})`);
         // Exactly one of the two runs: the other's gate is a one-time filter that is false.
         arms.push(
           `${base} AND name LIKE ${like} AND name_grams(name) @> ${grams}::text[] AND (SELECT narrow FROM ${gate}) ORDER BY name LIMIT $3`,
