@@ -335,8 +335,8 @@ const NAME_PATTERNS: { kind: string; glob: string; goal: boolean; showPlan?: boo
   { kind: "head+infix", glob: "team-c-*42", goal: true },
   { kind: "multi", glob: "*-000*42", goal: true },
   { kind: "multi", glob: "team-?-*42*", goal: true },
-  { kind: "multi", glob: "*b-00*42?", goal: true },
   { kind: "bunched", glob: "*team*", goal: false },
+  { kind: "bunched", glob: "*b-00*42?", goal: false },
   { kind: "bunched", glob: "*a-004*", goal: false },
   { kind: "weak runs", glob: "svc-*4?42", goal: false },
 ];
@@ -573,8 +573,14 @@ async function insertCostRows(db: Database): Promise<BenchRow[]> {
         await conn.exec("ROLLBACK");
       }
     });
-  const withIndex = await run("gin", false);
-  const without = await run("nogin", true);
+  // Alternated, best p50 of two each: the first transaction of a run pays for warming up.
+  const withRuns = [await run("gin-1", false)];
+  const withoutRuns = [await run("nogin-1", true)];
+  withRuns.push(await run("gin-2", false));
+  withoutRuns.push(await run("nogin-2", true));
+  const best = (runs: { p50: number }[]) => runs.reduce((a, b) => (a.p50 <= b.p50 ? a : b));
+  const withIndex = best(withRuns);
+  const without = best(withoutRuns);
   log(`insert one stack: p50 ${withIndex.p50.toFixed(3)} ms with name_grams, ${without.p50.toFixed(3)} ms without`);
   return [
     row("write: insert one stack, p50 (with the name_grams GIN index)", withIndex.p50, "ms", {
