@@ -122,7 +122,11 @@ export function namePageQuery(
         gates.push(`${gate} AS (${gramGate(table, grams, p(runs.flatMap((run, i) => run.map(() => i))), maxCandidates)})`);
         // Exactly one of the two runs: the other's gate is a one-time filter that is false.
         arms.push(
-          `${base} AND name LIKE ${like} AND name_grams(name) @> (SELECT grams FROM ${gate}) AND (SELECT narrow FROM ${gate}) ORDER BY name LIMIT $3`,
+          // OFFSET 0 keeps the org and cursor conditions out of the scan: otherwise the planner may
+          // AND the GIN bitmap with a bitmap of the (orgId, name) range after the cursor, which
+          // reads half the org's index entries on a deep page.
+          `SELECT name FROM (SELECT "orgId", name FROM ${table} WHERE name_grams(name) @> (SELECT grams FROM ${gate}) AND (SELECT narrow FROM ${gate}) OFFSET 0) AS candidates
+            WHERE "orgId" = $1 AND name > $2 AND name LIKE ${like} ORDER BY name LIMIT $3`,
           `${base} AND name LIKE ${like} AND NOT (SELECT narrow FROM ${gate}) ORDER BY name LIMIT $3`,
         );
       }
