@@ -31,14 +31,14 @@ const TABLES = { stack: "stacks", workspace: "workspaces", cloud_integration: "c
 
 /**
  * Above this many estimated candidates a gram arm walks the ordered index instead. A
- * candidate costs the bitmap arm a heap page (~1.5–3 µs on the 2-core bench machine under
+ * candidate costs the bitmap arm a heap page (~2–3 µs on the 2-core bench machine under
  * load); an entry of the ordered walk costs ~0.2 µs, and a pattern reaching n of 1,000,000
- * names spread evenly fills a page of 51 after ~51,000,000/n entries, so the two meet
- * near 2,000–3,000. Past the threshold the walk is cheaper when the matches are spread
- * over the name order and dearer when they are bunched far from the cursor; below it the
- * bitmap arm's cost is bounded whatever the order (docs/benchmarks.md).
+ * names spread evenly fills a page of 51 after ~51,000,000/n entries, so the two meet near
+ * 2,000 (~5 ms). Past the threshold the walk is cheaper when the matches are spread over the
+ * name order and dearer when they are bunched far from the cursor; below it the bitmap arm's
+ * cost is bounded whatever the order (docs/benchmarks.md).
  */
-export const GRAM_SCAN_MAX_CANDIDATES = 3000;
+export const GRAM_SCAN_MAX_CANDIDATES = 2000;
 
 /**
  * A gram in more than this share of the names is left out of the bitmap scan (unless it is
