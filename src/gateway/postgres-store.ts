@@ -3,7 +3,7 @@ import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
 import type { ApprovalStatus } from "./errors.js";
-import { providerOfTool, type Execution, type ExecutionState, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
+import { providerOfTool, type Execution, type ExecutionState, type GatewayConnection, type GatewayKey, type GatewayRoute, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
 /**
  * The gateway's store on Countersign's PostgreSQL: keys, workspaces and connections are the
@@ -30,29 +30,53 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
         where: { keyHash },
         include: { workspace: { select: { id: true, environment: true, archivedAt: true } } },
       });
-      if (!key) return null;
-      return {
-        id: key.id,
-        workspaceId: key.workspaceId,
-        keyHash: key.keyHash,
-        revoked: key.revokedAt !== null,
-        workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
-      };
+      return key ? toGatewayKey(key) : null;
     },
 
     async resolveRoute(workspaceId, logicalTool) {
-      const dot = logicalTool.indexOf(".");
-      if (dot <= 0 || dot === logicalTool.length - 1) return null;
-      const name = logicalTool.slice(0, dot);
-      const operation = logicalTool.slice(dot + 1);
-      const connection = await prisma.connection.findUnique({ where: { workspaceId_name: { workspaceId, name } } });
+      const split = splitLogicalTool(logicalTool);
+      if (!split) return null;
+      const connection = await prisma.connection.findUnique({
+        where: { workspaceId_name: { workspaceId, name: split.name } },
+        include: { toolOverrides: { where: { tool: split.operation }, select: { destructive: true } } },
+      });
       if (!connection) return null;
-      return { connectionId: connection.id, provider: connection.provider, tool: `${connection.provider}.${operation}`, active: connection.active };
+      return toRoute(connection, split.operation, connection.toolOverrides[0]?.destructive ?? null);
+    },
+
+    async resolveCall(keyHash, logicalTool) {
+      // One round trip: key, workspace, the connection named by the tool's namespace, and its
+      // override for the tool. Whole rows as JSON, so a column added later is there too.
+      const split = splitLogicalTool(logicalTool);
+      const rows = await prisma.$queryRawUnsafe<{ k: KeyRow; w: WorkspaceRow; c: ConnectionRow | null; o: boolean | null }[]>(
+        `SELECT to_jsonb(k) AS k, to_jsonb(w) AS w, to_jsonb(c) AS c, o.destructive AS o
+           FROM virtual_keys k
+           JOIN workspaces w ON w.id = k."workspaceId"
+           LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
+           LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
+          WHERE k."keyHash" = $1`,
+        keyHash,
+        split?.name ?? "",
+        split?.operation ?? "",
+      );
+      const row = rows[0];
+      if (!row) return { key: null, route: null };
+      const key = toGatewayKey({ ...row.k, workspace: row.w });
+      return { key, route: split && row.c ? toRoute(row.c, split.operation, row.o) : null };
+    },
+
+    async listConnections(workspaceId) {
+      const rows = await prisma.connection.findMany({
+        where: { workspaceId },
+        include: { toolOverrides: { select: { tool: true, destructive: true } } },
+        orderBy: { name: "asc" },
+      });
+      return rows.map((c) => toConnection(c, c.toolOverrides));
     },
 
     async findConnection(connectionId) {
-      const c = await prisma.connection.findUnique({ where: { id: connectionId } });
-      return c ? { id: c.id, workspaceId: c.workspaceId, provider: c.provider, active: c.active } : null;
+      const c = await prisma.connection.findUnique({ where: { id: connectionId }, include: { toolOverrides: { select: { tool: true, destructive: true } } } });
+      return c ? toConnection(c, c.toolOverrides) : null;
     },
 
     async createHeld({ ticket, ...record }) {
@@ -159,12 +183,71 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
   };
 }
 
+type KeyRow = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
+type WorkspaceRow = { id: string; environment: string; archivedAt: Date | string | null };
+type ConnectionRow = {
+  id: string;
+  workspaceId: string;
+  name: string;
+  provider: string;
+  active: boolean;
+  url: string | null;
+  credentialSealed: string | null;
+  timeoutMs: number | null;
+  updatedAt: Date | string;
+};
+
+/** The key as the gateway sees it, from Prisma's row or the raw query's JSON row. */
+function toGatewayKey(key: KeyRow & { workspace: WorkspaceRow }): GatewayKey {
+  return {
+    id: key.id,
+    workspaceId: key.workspaceId,
+    keyHash: key.keyHash,
+    revoked: key.revokedAt !== null,
+    workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+  };
+}
+
+/** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */
+function splitLogicalTool(logicalTool: string): { name: string; operation: string } | null {
+  const dot = logicalTool.indexOf(".");
+  if (dot <= 0 || dot === logicalTool.length - 1) return null;
+  return { name: logicalTool.slice(0, dot), operation: logicalTool.slice(dot + 1) };
+}
+
+function upstreamOf(c: ConnectionRow) {
+  return { id: c.id, url: c.url, credentialSealed: c.credentialSealed, timeoutMs: c.timeoutMs, updatedAt: isoOf(c.updatedAt) };
+}
+
+/** Prisma's Date, or to_jsonb's `timestamp(3)` text (UTC, without a zone): one ISO string either way. */
+function isoOf(value: Date | string): string {
+  if (value instanceof Date) return value.toISOString();
+  return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value}Z`).toISOString();
+}
+
+function toRoute(c: ConnectionRow, operation: string, override: boolean | null): GatewayRoute {
+  return { connectionId: c.id, provider: c.provider, tool: `${c.provider}.${operation}`, active: c.active, upstreamTool: operation, upstream: upstreamOf(c), override };
+}
+
+function toConnection(c: ConnectionRow, overrides: { tool: string; destructive: boolean }[]): GatewayConnection {
+  return {
+    id: c.id,
+    workspaceId: c.workspaceId,
+    name: c.name,
+    provider: c.provider,
+    active: c.active,
+    upstream: upstreamOf(c),
+    overrides: Object.fromEntries(overrides.map((o) => [o.tool, o.destructive])),
+  };
+}
+
 function toHeld(row: {
   approvalId: string;
   workspaceId: string;
   virtualKeyId: string;
   connectionId: string;
   provider: string | null;
+  upstreamUrl: string | null;
   tool: string;
   logicalTool: string | null;
   invocationId: string;
@@ -180,6 +263,7 @@ function toHeld(row: {
     virtualKeyId: row.virtualKeyId,
     connectionId: row.connectionId,
     provider: row.provider ?? providerOfTool(row.tool),
+    upstreamUrl: row.upstreamUrl,
     tool: row.tool,
     logicalTool: row.logicalTool,
     invocationId: row.invocationId,
