@@ -206,6 +206,8 @@ export type Gateway = {
    * A connection whose upstream cannot be read is left out (and its calls fail closed).
    */
   listTools(input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }>;
+  /** Whether the Authorization header carries a live virtual key. */
+  authenticate(input: { authorization: string | null | undefined }): Promise<boolean>;
   resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }>;
   /**
    * The agent's side of the outcome: its request's status (and, approved, its approval token),
@@ -581,10 +583,15 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
   }
 
-  async function listTools(input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }> {
-    const plaintext = bearer(input.authorization);
+  async function liveKey(authorization: string | null | undefined): Promise<GatewayKey | null> {
+    const plaintext = bearer(authorization);
     const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
-    if (!key || key.revoked || key.workspace.archived) return { ok: false, status: 401 };
+    return key && !key.revoked && !key.workspace.archived ? key : null;
+  }
+
+  async function listTools(input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }> {
+    const key = await liveKey(input.authorization);
+    if (!key) return { ok: false, status: 401 };
     const connections = store.listConnections ? await store.listConnections(key.workspaceId) : [];
     const pool = options.upstreams;
     const lists = await Promise.all(
@@ -793,7 +800,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { status: 502, headers: {}, body: { error: "execution_failed", retryable: false, message: outcome.error }, outcome: { kind: "execution_failed" } };
   }
 
-  return { handleToolCall, listTools, resume, approvalStatus, streamKey };
+  return { handleToolCall, listTools, authenticate: async (input) => (await liveKey(input.authorization)) !== null, resume, approvalStatus, streamKey };
 }
 
 // ─── helpers ──────────────────────────────────────────────────────────────────────────────────
