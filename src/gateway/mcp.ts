@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway } from "./gateway.js";
 
 /**
@@ -19,6 +20,8 @@ import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY
  * gateway itself in the same database round trip as its route, and a bad key is the JSON-RPC
  * error -32001 `unauthorized`.
  */
+const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
+
 export type McpHandler = (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>;
 
 export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { name: string; version: string }; instructions?: string } = {}): McpHandler {
@@ -35,6 +38,14 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
     const authorization = header("authorization");
     const messages = Array.isArray(body) ? (body as unknown[]) : [body];
     const onlyCalls = messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
+    // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
+    // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
+    const malformed = messages.find((m) => (m as { method?: unknown }).method === "tools/call" && !callParams.safeParse((m as { params?: unknown }).params).success) as { id?: unknown } | undefined;
+    if (malformed && !Array.isArray(body)) {
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: malformed.id ?? null, error: { code: GATEWAY_JSONRPC.invalidParams, message: "invalid_params", data: { error: "invalid_params", message: "tools/call takes a tool name and, optionally, arguments as a JSON object" } } }));
+      return;
+    }
     if (!onlyCalls) {
       if (!(await gateway.authenticate({ authorization }))) {
         res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="countersign-gateway"', "cache-control": "no-store" });
