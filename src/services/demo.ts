@@ -4,6 +4,7 @@ import type { Prisma } from "../generated/prisma/client.js";
 import type { PrismaClient } from "../infra/db.js";
 import { createOrganizationWithAdmin, issueToken } from "./accounts.js";
 import { systemRoleId } from "./system-roles.js";
+import { DEMO_UPSTREAM_URL } from "../gateway/demo-upstream.js";
 
 export interface DemoSeed {
   orgSlug: string;
@@ -144,7 +145,8 @@ async function seedApplyGateDemo(
  */
 async function seedGatewayDemo(prisma: PrismaClient, orgId: string, aliceId: string): Promise<string> {
   const prod = await prisma.workspace.findFirstOrThrow({ where: { orgId, name: "payments-prod" } });
-  await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github" } });
+  // Its tools run on the demo upstream MCP server in the Countersign process (its fixed in-process URL).
+  await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github", url: DEMO_UPSTREAM_URL } });
   const key = generateVirtualKey();
   await prisma.virtualKey.create({ data: { orgId, workspaceId: prod.id, name: "demo-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: aliceId } });
   const rules = validateApprovalRules([
