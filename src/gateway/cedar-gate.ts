@@ -1,6 +1,8 @@
+import { createHash } from "node:crypto";
 import {
   checkParsePolicySet,
-  isAuthorized,
+  preparsePolicySet,
+  statefulIsAuthorized,
   policySetTextToParts,
   policyToJson,
   type CedarValueJson,
@@ -66,6 +68,22 @@ export type CedarGate = {
   decide(request: GateRequest): GateDecision;
 };
 
+/**
+ * The id under which Cedar keeps a policy set parsed (cedar-wasm's preparsed cache, per
+ * process): the hash of its policies, so one text is parsed once however many gates use it,
+ * instead of on every call (isAuthorized parses the text each time).
+ */
+const preparsedIds = new WeakMap<Record<string, string>, string>();
+function preparsedId(byId: Record<string, string>): string {
+  const known = preparsedIds.get(byId);
+  if (known) return known;
+  const id = `gate-${createHash("sha256").update(JSON.stringify(Object.entries(byId).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))).digest("hex")}`;
+  const parsed = preparsePolicySet(id, { staticPolicies: byId });
+  if (parsed.type === "failure") throw new CedarEvaluationError(parsed.errors.map(describe));
+  preparsedIds.set(byId, id);
+  return id;
+}
+
 export class CedarPolicyError extends Error {
   override readonly name = "CedarPolicyError";
   constructor(
@@ -106,7 +124,7 @@ export function createCedarGate(policiesText: string): CedarGate {
   return {
     policyIds: Object.freeze(policies.map((p) => p.id).sort()),
     decide(request) {
-      const answer = isAuthorized({
+      const answer = statefulIsAuthorized({
         principal: request.principal,
         action: request.action,
         resource: request.resource,
@@ -117,7 +135,7 @@ export function createCedarGate(policiesText: string): CedarGate {
           environment: request.environment,
           approved: request.alreadyApproved,
         },
-        policies: { staticPolicies: byId },
+        preparsedPolicySetId: preparsedId(byId),
         entities: request.entities ?? [],
       });
       if (answer.type === "failure") throw new CedarEvaluationError(answer.errors.map(describe));

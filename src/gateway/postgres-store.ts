@@ -21,6 +21,11 @@ export type PostgresGatewayStoreOptions = {
    * carries no token (fail closed). Countersign passes src/services/approvals/authority.ts.
    */
   authority?: ((approvalId: string) => Promise<string | null>) | undefined;
+  /**
+   * The database's own driver, for the hot path's one query (a prepared statement, without
+   * Prisma's raw-query layer). Without it the query runs through Prisma.
+   */
+  sql?: SqlRunner | undefined;
 };
 
 export function createPostgresGatewayStore(prisma: PrismaClient, options: PostgresGatewayStoreOptions = {}): GatewayStore {
@@ -48,20 +53,12 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
       // One round trip: key, workspace, the connection named by the tool's namespace, and its
       // override for the tool. Whole rows as JSON, so a column added later is there too.
       const split = splitLogicalTool(logicalTool);
-      const rows = await prisma.$queryRawUnsafe<{ k: KeyRow; w: WorkspaceRow; c: ConnectionRow | null; o: boolean | null }[]>(
-        `SELECT to_jsonb(k) AS k, to_jsonb(w) AS w, to_jsonb(c) AS c, o.destructive AS o
-           FROM virtual_keys k
-           JOIN workspaces w ON w.id = k."workspaceId"
-           LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
-           LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
-          WHERE k."keyHash" = $1`,
-        keyHash,
-        split?.name ?? "",
-        split?.operation ?? "",
-      );
+      type Row = { k: KeyRow; w: WorkspaceRow; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
+      const params = [keyHash, split?.name ?? "", split?.operation ?? ""];
+      const rows = options.sql ? await options.sql.query<Row>(RESOLVE_CALL_SQL, params, { prepare: true }) : await prisma.$queryRawUnsafe<Row[]>(RESOLVE_CALL_SQL, ...params);
       const row = rows[0];
       if (!row) return { key: null, route: null };
-      const key = toGatewayKey({ ...row.k, workspace: row.w });
+      const key = toGatewayKey({ ...row.k, workspace: row.w }, row.policyVersion);
       return { key, route: split && row.c ? toRoute(row.c, split.operation, row.o) : null };
     },
 
@@ -183,8 +180,18 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
   };
 }
 
+// The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
+// per-workspace gate), so the hot path stays one statement.
+const RESOLVE_CALL_SQL = `SELECT to_jsonb(k) AS k, to_jsonb(w) AS w, to_jsonb(c) AS c, o.destructive AS o,
+        COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+   FROM virtual_keys k
+   JOIN workspaces w ON w.id = k."workspaceId"
+   LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
+   LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
+  WHERE k."keyHash" = $1`;
+
 type KeyRow = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
-type WorkspaceRow = { id: string; environment: string; archivedAt: Date | string | null };
+type WorkspaceRow = { id: string; environment: string; production?: boolean; archivedAt: Date | string | null };
 type ConnectionRow = {
   id: string;
   workspaceId: string;
@@ -198,14 +205,16 @@ type ConnectionRow = {
 };
 
 /** The key as the gateway sees it, from Prisma's row or the raw query's JSON row. */
-function toGatewayKey(key: KeyRow & { workspace: WorkspaceRow }): GatewayKey {
-  return {
-    id: key.id,
-    workspaceId: key.workspaceId,
-    keyHash: key.keyHash,
-    revoked: key.revokedAt !== null,
-    workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+function toGatewayKey(key: KeyRow & { workspace: WorkspaceRow }, policyVersion?: number): GatewayKey {
+  // The tier and the gate's policy version travel with the workspace for the per-workspace gate.
+  const workspace = {
+    id: key.workspace.id,
+    environment: key.workspace.environment,
+    archived: key.workspace.archivedAt !== null,
+    production: key.workspace.production === true,
+    ...(policyVersion !== undefined ? { policyVersion } : {}),
   };
+  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.revokedAt !== null, workspace };
 }
 
 /** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */

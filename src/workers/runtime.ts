@@ -79,7 +79,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       demoUpstream = createDemoUpstream();
       upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch() });
       gateway = createGateway({
-        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id) }),
+        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
         stream: streamClient(),
         streamKey: config.approvalStream,
         gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
