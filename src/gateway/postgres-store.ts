@@ -51,7 +51,7 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
 
     async resolveCall(keyHash, logicalTool) {
       // One round trip: key, workspace, the connection named by the tool's namespace, and its
-      // override for the tool. Whole rows as JSON, so a column added later is there too.
+      // override for the tool (and the workspace's gate policy version).
       const split = splitLogicalTool(logicalTool);
       type Row = { k: KeyRow; w: WorkspaceRow; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
       const params = [keyHash, split?.name ?? "", split?.operation ?? ""];
@@ -182,7 +182,11 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
 
 // The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
 // per-workspace gate), so the hot path stays one statement.
-const RESOLVE_CALL_SQL = `SELECT to_jsonb(k) AS k, to_jsonb(w) AS w, to_jsonb(c) AS c, o.destructive AS o,
+const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'revokedAt', k."revokedAt") AS k,
+        json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
+        CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
+          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
+        o.destructive AS o,
         COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
    FROM virtual_keys k
    JOIN workspaces w ON w.id = k."workspaceId"

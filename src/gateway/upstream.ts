@@ -1,6 +1,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { unseal } from "../domain/seal.js";
 
 /**
@@ -56,7 +58,10 @@ export type UpstreamPoolOptions = {
   defaultTimeoutMs?: number;
   /** How long a tools list is trusted before it is read again. Default 60 s. */
   toolsTtlMs?: number;
-  /** The fetch the transports use (the embedded default routes its in-process demo upstream here). */
+  /**
+   * The fetch the transports use. Default `upstreamFetch` (node:http for POSTs, keep-alive);
+   * the embedded default wraps it to reach its in-process demo upstream.
+   */
   fetch?: typeof fetch;
   clientInfo?: { name: string; version: string };
 };
@@ -126,7 +131,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     const attempt = (async () => {
       const transport = new StreamableHTTPClientTransport(url, {
         requestInit: { headers: headersOf(c) },
-        ...(options.fetch ? { fetch: options.fetch } : {}),
+        fetch: options.fetch ?? upstreamFetch,
         // A stateless upstream has no standalone stream to resume; never retry in the background.
         reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1 },
       });
@@ -255,4 +260,56 @@ export function classifyTool(tool: Pick<UpstreamTool, "annotations"> | null, ove
   if (typeof a?.destructiveHint === "boolean") return { destructive: a.destructiveHint, source: "annotation" };
   if (a?.readOnlyHint === false) return { destructive: true, source: "annotation" };
   return { destructive: true, source: "fallback" };
+}
+
+// ─── the transport's fetch ─────────────────────────────────────────────────────────────────────
+
+const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
+const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 64 });
+
+/**
+ * The upstream transports' fetch: a POST (every request and notification the gateway sends) goes
+ * over node:http on a keep-alive agent and its answer is read whole — a JSON answer, or the SSE
+ * stream the upstream closes once it has answered that request — which costs a fraction of
+ * undici's fetch on the hot path. Anything else (the standalone GET stream, DELETE) is the
+ * platform's fetch.
+ */
+export const upstreamFetch: typeof fetch = async (input, init) => {
+  const method = (init?.method ?? "GET").toUpperCase();
+  const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+  if (method !== "POST" || (url.protocol !== "http:" && url.protocol !== "https:")) return fetch(input, init);
+  const headers: Record<string, string> = {};
+  new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+  const body = typeof init?.body === "string" ? init.body : init?.body == null ? "" : null;
+  if (body === null) return fetch(input, init);
+  headers["content-length"] = String(Buffer.byteLength(body));
+  const signal = init?.signal ?? undefined;
+  return new Promise<Response>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
+    const secure = url.protocol === "https:";
+    const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, agent: secure ? httpsAgent : httpAgent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("error", reject);
+      res.on("end", () => {
+        const status = res.statusCode ?? 502;
+        const payload = status === 204 || status === 304 || chunks.length === 0 ? null : Buffer.concat(chunks);
+        resolve(new Response(payload, { status, headers: responseHeaders(res.headers) }));
+      });
+    });
+    const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
+    signal?.addEventListener("abort", onAbort, { once: true });
+    req.on("close", () => signal?.removeEventListener("abort", onAbort));
+    req.on("error", reject);
+    req.end(body);
+  });
+};
+
+function responseHeaders(raw: IncomingHttpHeaders): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  return headers;
 }

@@ -4,7 +4,7 @@ import { createDemoUpstream, DEMO_UPSTREAM_URL, type DemoUpstream } from "../gat
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
-import { createUpstreamPool, type UpstreamPool } from "../gateway/upstream.js";
+import { createUpstreamPool, upstreamFetch, type UpstreamPool } from "../gateway/upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
 import { createMemoryApprovalStream } from "../infra/memory-stream.js";
 import type { Config } from "../infra/config.js";
@@ -77,7 +77,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
       demoUpstream = createDemoUpstream();
-      upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch() });
+      upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch(upstreamFetch) });
       gateway = createGateway({
         store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
         stream: streamClient(),
