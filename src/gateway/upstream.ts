@@ -15,6 +15,7 @@ import { unseal } from "../domain/seal.js";
 /** The purpose the connection credential is sealed under (src/domain/seal.ts). */
 export const CONNECTION_CREDENTIAL_SEAL = "connection-credential-seal-v1";
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000;
+const MISSING_TOOL_REREAD_MS = 5_000;
 
 /** What the gateway needs of a connection to reach its upstream. */
 export type UpstreamConnection = {
@@ -207,7 +208,10 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
         const hit = entry.tools!.byName.get(name);
         if (hit) return hit;
       }
-      // Missing or stale: read the list once more (the upstream may have added it since).
+      // Stale, or missing from a list older than a few seconds: read it again (the upstream may
+      // have added the tool since). A name missing from a list just read is unknown, without
+      // another read: unknown names never turn into a stream of reads of the upstream.
+      if (fresh(entry) && Date.now() - entry.tools!.at < MISSING_TOOL_REREAD_MS) return null;
       await loadTools(c, entry);
       return entry.tools?.byName.get(name) ?? null;
     },

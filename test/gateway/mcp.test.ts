@@ -195,6 +195,24 @@ describe("tools/list and allowed calls through a real MCP client", () => {
     expect(upstream.calls.get("read_file") ?? 0).toBe(before);
   });
 
+  it("the hot path's one statement answers the same on the driver as through Prisma (key, tier, route, upstream, override)", async () => {
+    const gh = await connection(upstream.url, { timeoutMs: 1234 });
+    await w.db.prisma.connectionToolOverride.create({ data: { orgId: w.org.orgId, connectionId: gh.id, tool: "read_file", destructive: true, updatedById: w.org.adminId } });
+    const viaPrisma = createPostgresGatewayStore(w.db.prisma);
+    const viaDriver = createPostgresGatewayStore(w.db.prisma, { sql: w.db.sql });
+    const hash = w.virtualKey.keyHash;
+    const a = await viaPrisma.resolveCall!(hash, `${gh.name}.read_file`);
+    const b = await viaDriver.resolveCall!(hash, `${gh.name}.read_file`);
+    expect(b).toEqual(a);
+    expect(a.key).toMatchObject({ id: w.virtualKey.id, workspaceId: w.workspace.id, revoked: false, workspace: { environment: "prod", archived: false, policyVersion: 0 } });
+    expect(a.route).toMatchObject({ connectionId: gh.id, provider: "github", tool: "github.read_file", upstreamTool: "read_file", override: true, upstream: { url: upstream.url, timeoutMs: 1234, credentialSealed: null } });
+    // The same version string the resume path's connection read gives (one cached client for both).
+    expect(a.route!.upstream!.updatedAt).toBe((await viaPrisma.findConnection(gh.id))!.upstream!.updatedAt);
+    expect((await viaDriver.resolveCall!(hash, `${gh.name}.delete_repo`)).route).toMatchObject({ override: null });
+    expect(await viaDriver.resolveCall!(hash, "nowhere.read_file")).toMatchObject({ key: { id: w.virtualKey.id }, route: null });
+    expect(await viaDriver.resolveCall!("0".repeat(64), `${gh.name}.read_file`)).toEqual({ key: null, route: null });
+  });
+
   it("a client without a live key is refused at the transport (401)", async () => {
     await expect(agent({}, "vk_not-a-key")).rejects.toThrow();
   });
