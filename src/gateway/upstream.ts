@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { unseal } from "../domain/seal.js";
+import { openConnectionCredential } from "./connection-credential.js";
 
 /**
  * The gateway's side of its upstreams: every connection is a real MCP server on the Streamable
@@ -12,8 +12,6 @@ import { unseal } from "../domain/seal.js";
  * credential or `updatedAt` change, and the client is reconnected after a transport failure.
  */
 
-/** The purpose the connection credential is sealed under (src/domain/seal.ts). */
-export const CONNECTION_CREDENTIAL_SEAL = "connection-credential-seal-v1";
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000;
 const MISSING_TOOL_REREAD_MS = 5_000;
 
@@ -21,7 +19,7 @@ const MISSING_TOOL_REREAD_MS = 5_000;
 export type UpstreamConnection = {
   id: string;
   url: string | null;
-  /** `seal(CONNECTION_CREDENTIAL_SEAL, approvalSecret, <Authorization header value>)`, or null. */
+  /** `sealConnectionCredential(approvalSecret, <Authorization header value>)`, or null. */
   credentialSealed: string | null;
   timeoutMs: number | null;
   /** Any change to the row (ISO string or Date) retires the cached client and tools list. */
@@ -114,7 +112,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
 
   function headersOf(c: UpstreamConnection): Record<string, string> {
     if (!c.credentialSealed) return {};
-    const credential = options.approvalSecret ? unseal(CONNECTION_CREDENTIAL_SEAL, options.approvalSecret, c.credentialSealed) : null;
+    const credential = options.approvalSecret ? openConnectionCredential(options.approvalSecret, c.credentialSealed) : null;
     // A credential that cannot be opened is never replaced by none: the upstream is unavailable.
     if (credential === null) throw new UpstreamError("upstream_unavailable", "the connection's credential cannot be opened with this gateway's secret");
     return { authorization: credential };

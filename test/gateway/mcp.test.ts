@@ -6,13 +6,13 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { seal } from "../../src/domain/seal.js";
+import { sealConnectionCredential } from "../../src/gateway/connection-credential.js";
 import { APPROVAL_CLOSED_JSONRPC_CODE, APPROVAL_REQUIRED_JSONRPC_CODE } from "../../src/gateway/errors.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, createGateway, GATEWAY_JSONRPC } from "../../src/gateway/gateway.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
 import { listConnectionTools, UpstreamError } from "../../src/gateway/tools.js";
-import { CONNECTION_CREDENTIAL_SEAL, createUpstreamPool } from "../../src/gateway/upstream.js";
+import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { APPROVAL_SECRET, createWorld, vote, type World } from "../approvals/world.js";
 
 // Issue 12's gateway: real MCP clients (the SDK's Client on StreamableHTTPClientTransport) talk
@@ -220,8 +220,8 @@ describe("tools/list and allowed calls through a real MCP client", () => {
   it("a sealed credential is presented to the upstream; one the gateway cannot open is never replaced by none", async () => {
     const guarded = await startUpstream({ credential: "Bearer upstream-secret" });
     try {
-      const ok = await connection(guarded.url, { credentialSealed: seal(CONNECTION_CREDENTIAL_SEAL, APPROVAL_SECRET, "Bearer upstream-secret") });
-      const wrong = await connection(guarded.url, { credentialSealed: seal(CONNECTION_CREDENTIAL_SEAL, "another-secret-entirely-0123456789", "Bearer upstream-secret") });
+      const ok = await connection(guarded.url, { credentialSealed: sealConnectionCredential(APPROVAL_SECRET, "Bearer upstream-secret") });
+      const wrong = await connection(guarded.url, { credentialSealed: sealConnectionCredential("another-secret-entirely-0123456789", "Bearer upstream-secret") });
       const client = await agent();
       const result = await client.callTool({ name: `${ok.name}.read_file`, arguments: { path: "a" } });
       expect(result.structuredContent).toMatchObject({ path: "a" });
