@@ -423,6 +423,30 @@ describe("upstream failures", () => {
     }
   });
 
+  it("an upstream down when the approved call is delivered: nothing is claimed, delivery retries, and it runs once when the upstream is back", async () => {
+    const flaky = await startUpstream();
+    const port = Number(new URL(flaky.url).port);
+    const gh = await connection(flaky.url);
+    const client = await agent();
+    const held = heldData(await rpcError(client.callTool({ name: `${gh.name}.delete_repo`, arguments: { repo: "acme/later" } })));
+    await fileAll();
+    await flaky.close();
+    pool.forget(gh.id); // as after the tools list's 60 s: read again, from an upstream that is gone
+    await vote(w, w.reviewers[0]!, held.approval_id);
+    await vote(w, w.reviewers[1]!, held.approval_id);
+    const first = await w.delivery.tick();
+    expect(first).toContainEqual(expect.objectContaining({ kind: "retry" }));
+    expect(await w.db.prisma.gatewayExecution.count({ where: { approvalId: held.approval_id } })).toBe(0);
+    const back = await startUpstream({ port });
+    try {
+      await w.db.prisma.deliveryJob.updateMany({ where: { requestId: held.approval_id }, data: { nextRunAt: new Date() } });
+      expect(await w.delivery.tick()).toContainEqual({ kind: "delivered", replayed: false });
+      expect(back.calls.get("delete_repo")).toBe(1);
+    } finally {
+      await back.close();
+    }
+  });
+
   it("the plain JSON-RPC POST keeps its HTTP statuses beside the MCP transport: 423 for a held call", async () => {
     const gh = await connection();
     const res = await fetch(`${w.gatewayUrl}/v1/mcp`, {
