@@ -84,6 +84,29 @@ function preparsedId(byId: Record<string, string>): string {
   return id;
 }
 
+/**
+ * A gate remembers its last decisions: Cedar's answer is a pure function of the policy set (one
+ * per gate) and the request, and an agent repeats the same call (key, tool, connection, facts)
+ * over and over. Requests carrying entities are always evaluated. Bounded; oldest out first.
+ */
+const DECISION_MEMO_SIZE = 1_024;
+function memoized(gate: CedarGate): CedarGate {
+  const memo = new Map<string, GateDecision>();
+  return {
+    policyIds: gate.policyIds,
+    decide(request) {
+      if (request.entities && request.entities.length > 0) return gate.decide(request);
+      const key = JSON.stringify(request);
+      const known = memo.get(key);
+      if (known) return known;
+      const decision = gate.decide(request); // a throw is never remembered
+      memo.set(key, Object.freeze(decision));
+      if (memo.size > DECISION_MEMO_SIZE) memo.delete(memo.keys().next().value!);
+      return decision;
+    },
+  };
+}
+
 export class CedarPolicyError extends Error {
   override readonly name = "CedarPolicyError";
   constructor(
@@ -121,7 +144,7 @@ export function createCedarGate(policiesText: string): CedarGate {
   const checked = checkParsePolicySet({ staticPolicies: byId });
   if (checked.type === "failure") throw new CedarPolicyError("invalid policy set", checked.errors.map(describe));
 
-  return {
+  return memoized({
     policyIds: Object.freeze(policies.map((p) => p.id).sort()),
     decide(request) {
       const answer = statefulIsAuthorized({
@@ -166,7 +189,7 @@ export function createCedarGate(policiesText: string): CedarGate {
         policyIds.every((id) => id.endsWith(NEEDS_APPROVAL_SUFFIX));
       return approvable ? { decision: "approval_required", policyIds } : { decision: "deny", reason: "forbidden", policyIds };
     },
-  };
+  });
 }
 
 function parsePolicies(text: string): ParsedPolicy[] {
