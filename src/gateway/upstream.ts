@@ -155,20 +155,29 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     return attempt;
   }
 
-  /** Runs one request on the connection's client; a transport failure drops the client. */
+  /**
+   * Runs one request on the connection's client; a transport failure drops the client. A 404 on
+   * a client that has a session is the upstream having forgotten it (it restarted): the request
+   * was not processed, so it is sent once more on a new session. Nothing else is retried: a call
+   * that may have reached the upstream is never sent twice.
+   */
   async function withClient<T>(c: UpstreamConnection, run: (client: Client, timeout: number) => Promise<T>): Promise<T> {
     const entry = entryOf(c);
-    const client = await connect(c, entry);
-    try {
-      return await run(client, timeoutOf(c));
-    } catch (error) {
-      const mapped = toUpstreamError(error);
-      if (mapped.code !== "upstream_error" && entry.client) {
-        const stale = entry.client;
-        entry.client = null;
-        stale.then((cl) => cl.close()).catch(() => {});
+    for (let attempt = 0; ; attempt++) {
+      const client = await connect(c, entry);
+      try {
+        return await run(client, timeoutOf(c));
+      } catch (error) {
+        const mapped = toUpstreamError(error);
+        if (mapped.code !== "upstream_error" && entry.client) {
+          const stale = entry.client;
+          entry.client = null;
+          stale.then((cl) => cl.close()).catch(() => {});
+        }
+        const sessionLost = error instanceof StreamableHTTPError && error.code === 404 && sessionOf(client) !== undefined;
+        if (sessionLost && attempt === 0) continue;
+        throw mapped;
       }
-      throw mapped;
     }
   }
 
@@ -227,6 +236,11 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
       await Promise.all(all.map(async (e) => (await e.client?.catch(() => null))?.close().catch(() => {})));
     },
   };
+}
+
+function sessionOf(client: Client): string | undefined {
+  const transport = client.transport;
+  return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
 }
 
 function toUpstreamError(error: unknown): UpstreamError {

@@ -423,6 +423,45 @@ describe("upstream failures", () => {
     }
   });
 
+  it("a stateful upstream that forgot its sessions (restarted): the call is sent once more on a new session, and runs once", async () => {
+    const sessions = new Map<string, StreamableHTTPServerTransport>();
+    let runs = 0;
+    const stateful = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        void (async () => {
+          const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown) : undefined;
+          const id = req.headers["mcp-session-id"];
+          if (typeof id === "string") {
+            const known = sessions.get(id);
+            if (!known) return void res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }));
+            return known.handleRequest(req, res, body);
+          }
+          const mcp = new McpServer({ name: "stateful", version: "1.0.0" });
+          mcp.registerTool("count", { annotations: { readOnlyHint: true } }, async () => ({ content: [{ type: "text", text: String(++runs) }] }));
+          const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => crypto.randomUUID(), enableJsonResponse: true, onsessioninitialized: (sid) => void sessions.set(sid, transport) });
+          await mcp.connect(transport);
+          await transport.handleRequest(req, res, body);
+        })();
+      });
+    });
+    await new Promise<void>((resolve) => stateful.listen(0, "127.0.0.1", resolve));
+    try {
+      const gh = await connection(`http://127.0.0.1:${(stateful.address() as { port: number }).port}/mcp`);
+      const client = await agent();
+      expect((await client.callTool({ name: `${gh.name}.count`, arguments: {} })).content).toEqual([{ type: "text", text: "1" }]);
+      expect(sessions.size).toBe(1);
+      sessions.clear(); // the upstream restarted
+      expect((await client.callTool({ name: `${gh.name}.count`, arguments: {} })).content).toEqual([{ type: "text", text: "2" }]);
+      expect(sessions.size).toBe(1);
+      expect(runs).toBe(2);
+    } finally {
+      stateful.closeAllConnections();
+      await new Promise<void>((resolve) => stateful.close(() => resolve()));
+    }
+  });
+
   it("an upstream down when the approved call is delivered: nothing is claimed, delivery retries, and it runs once when the upstream is back", async () => {
     const flaky = await startUpstream();
     const port = Number(new URL(flaky.url).port);
