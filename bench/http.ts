@@ -20,6 +20,7 @@ import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
+import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import type { Database } from "../src/infra/db.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
 import { BENCH_DATABASE_URL, consume, log, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
@@ -33,6 +34,8 @@ const WORKSPACES = 50;
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const VIEWER_NAME = "Bench Viewer";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
+/** Which parts run (comma-separated: typename, viewer, workspaces); all by default. For profiling one. */
+const ONLY = new Set((process.env.BENCH_HTTP_ONLY ?? "typename,viewer,workspaces").split(",").map((s) => s.trim()));
 
 // ── The organization: 50 workspaces, reservations, open plans ─────────────────────────
 
@@ -117,7 +120,7 @@ const RAW_WORKSPACE_LIST_SQL = `
     FROM workspaces w JOIN stacks s ON s.id = w."stackId"
    WHERE w."orgId" = $1 AND w."archivedAt" IS NULL
    ORDER BY w.name, w.id
-   LIMIT 51`;
+   LIMIT 101`;
 
 // ── Servers ───────────────────────────────────────────────────────────────────────────
 
@@ -139,7 +142,7 @@ interface Started {
 
 async function start(label: string, script: string, env: Record<string, string>): Promise<Started> {
   const port = await freePort();
-  const profile = process.env.BENCH_HTTP_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_HTTP_CPU_PROF}`, `--cpu-prof-name=${label}.cpuprofile`] : [];
+  const profile = process.env.BENCH_HTTP_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_HTTP_CPU_PROF}/${label}`] : [];
   const child = spawn(process.execPath, [...profile, "--import", "tsx", script], {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1" },
@@ -169,6 +172,7 @@ async function stop(server: Started | undefined): Promise<void> {
 // ── Load ──────────────────────────────────────────────────────────────────────────────
 
 interface Case {
+  key: string;
   label: string;
   query: string;
   /** The exact body every response must carry. */
@@ -176,8 +180,8 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { label: "{ __typename } with a valid token", query: "{ __typename }", expect: JSON.stringify({ data: { __typename: "Query" } }) },
-  { label: "authenticated { viewer { name } }", query: "{ viewer { name } }", expect: JSON.stringify({ data: { viewer: { name: VIEWER_NAME } } }) },
+  { key: "typename", label: "{ __typename } with a valid token", query: "{ __typename }", expect: JSON.stringify({ data: { __typename: "Query" } }) },
+  { key: "viewer", label: "authenticated { viewer { name } }", query: "{ viewer { name } }", expect: JSON.stringify({ data: { viewer: { name: VIEWER_NAME } } }) },
 ];
 
 interface Load {
@@ -185,9 +189,20 @@ interface Load {
   p50: number;
   p99: number;
   bad: number;
+  /** The server process's CPU time (user + system) per answered request, ms: independent of other load. */
+  cpuMs: number;
 }
 
-async function load(url: string, token: string, query: string, expect: string, seconds: number): Promise<Load> {
+/** utime + stime of a process, in ms (Linux /proc; clock ticks are 100 Hz here). */
+function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function load(server: Started, token: string, query: string, expect: string, seconds: number): Promise<Load> {
+  const url = server.url;
+  const cpuBefore = cpuMsOf(server.child.pid!);
   const result = await autocannon({
     url,
     method: "POST",
@@ -197,7 +212,9 @@ async function load(url: string, token: string, query: string, expect: string, s
     body: JSON.stringify({ query }),
     expectBody: expect,
   });
+  const answered = Math.max(1, result["2xx"]);
   return {
+    cpuMs: (cpuMsOf(server.child.pid!) - cpuBefore) / answered,
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
@@ -219,19 +236,23 @@ async function throughputRows(bare: Started, countersign: Started, token: string
   const rows: BenchRow[] = [];
   const targets = [0.8, 0.6];
   for (const [i, c] of CASES.entries()) {
+    if (!ONLY.has(c.key)) continue;
     await check(bare.url, token, c.query, c.expect);
     await check(countersign.url, token, c.query, c.expect);
     // Warm-up: JIT, prepared statements, pools, caches on both sides. Not counted.
-    await load(bare.url, token, c.query, c.expect, WARMUP_SECONDS);
-    await load(countersign.url, token, c.query, c.expect, WARMUP_SECONDS);
+    await load(bare, token, c.query, c.expect, WARMUP_SECONDS);
+    await load(countersign, token, c.query, c.expect, WARMUP_SECONDS);
     const runs = { bare: [] as Load[], countersign: [] as Load[] };
     for (let r = 0; r < ROUNDS; r++) {
       // Alternating, so a burst of load from elsewhere on the machine falls on both.
-      const b = await load(bare.url, token, c.query, c.expect, SECONDS);
-      const s = await load(countersign.url, token, c.query, c.expect, SECONDS);
+      const b = await load(bare, token, c.query, c.expect, SECONDS);
+      const s = await load(countersign, token, c.query, c.expect, SECONDS);
       runs.bare.push(b);
       runs.countersign.push(s);
-      log(`${c.label} round ${r + 1}: bare ${b.rps.toFixed(0)} req/s (p50 ${b.p50} ms), countersign ${s.rps.toFixed(0)} req/s (p50 ${s.p50} ms, p99 ${s.p99} ms), load average ${load1()}`);
+      log(
+        `${c.label} round ${r + 1}: bare ${b.rps.toFixed(0)} req/s (p50 ${b.p50} ms, ${b.cpuMs.toFixed(3)} ms CPU each), ` +
+          `countersign ${s.rps.toFixed(0)} req/s (p50 ${s.p50} ms, p99 ${s.p99} ms, ${s.cpuMs.toFixed(3)} ms CPU each), load average ${load1()}`,
+      );
     }
     const bad = [...runs.bare, ...runs.countersign].reduce((n, l) => n + l.bad, 0);
     const bareRps = median(runs.bare.map((l) => l.rps));
@@ -248,6 +269,12 @@ async function throughputRows(bare: Started, countersign: Started, token: string
         baseline: { name: "bare graphql-yoga", value: median(runs.bare.map((l) => l.p50)) },
         target: "context",
       }),
+      // The server's own CPU per request does not depend on what else the machine runs
+      // (PostgreSQL's share of a request is not in it).
+      row(`${c.label} (server CPU per request)`, median(runs.countersign.map((l) => l.cpuMs)), "ms", {
+        baseline: { name: "bare graphql-yoga", value: median(runs.bare.map((l) => l.cpuMs)) },
+        target: "context",
+      }),
     );
     if (bad > 0) log(`${c.label}: ${bad} responses were not the expected body`);
   }
@@ -255,8 +282,8 @@ async function throughputRows(bare: Started, countersign: Started, token: string
 }
 
 async function workspaceListRows(db: Database, countersign: Started, s: Seeded): Promise<BenchRow[]> {
-  const query = readFileSync(new URL("../operations/workspaces.graphql", import.meta.url), "utf8") + readFileSync(new URL("../operations/fragments.graphql", import.meta.url), "utf8");
-  const body = JSON.stringify({ query, operationName: "Workspaces" });
+  // Exactly what the dashboard sends (src/dashboard/app.ts, loadWorkspaces): the generated document, 100 a page.
+  const body = JSON.stringify({ query: WorkspacesDocument.toString(), variables: { first: 100, after: null } });
   const headers = { "content-type": "application/json", authorization: `Bearer ${s.token}` };
   const once = async () => {
     const res = await fetch(countersign.url, { method: "POST", headers, body });
@@ -302,7 +329,7 @@ export async function run(): Promise<BenchRow[]> {
       });
       log(`servers up; load average ${load1()}`);
       const rows = await throughputRows(bare, countersign, seeded.token);
-      rows.push(...(await workspaceListRows(db, countersign, seeded)));
+      if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, seeded)));
       log(`load average at the end ${load1()}`);
       return rows;
     } finally {

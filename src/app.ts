@@ -8,9 +8,10 @@ import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticate } from "./auth/authenticate.js";
+import { authenticateWithEpoch } from "./auth/authenticate.js";
 import { bearerFrom } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
+import { EpochCache, type LoadedPrincipal } from "./authz/principal.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
@@ -97,8 +98,12 @@ export function createApp(deps: Infra) {
   // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/infra/operator.ts).
   const operator = createOperatorControls(deps);
 
+  // Principals kept across requests under the authz epoch each request reads with its token.
+  const principals = new EpochCache<LoadedPrincipal>();
+
   async function buildContext(authorization: string | null | undefined, requestId: string): Promise<Context> {
-    const viewer = await authenticate(db.sql, bearerFrom(authorization));
+    const authenticated = await authenticateWithEpoch(db.sql, bearerFrom(authorization));
+    const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(authorization);
     return {
       requestId,
@@ -106,7 +111,7 @@ export function createApp(deps: Infra) {
       db,
       events,
       viewer,
-      authz: new Authz(db.sql, viewer),
+      authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
       config: deps.config,
     };
   }
