@@ -124,6 +124,9 @@ export function createApp(deps: Infra) {
     graphiql: explorerOptions(),
     renderGraphiQL: renderExplorer,
     landingPage: false,
+    // The body limit is ours, applied before yoga (readBodyWithinLimit below, 413 before parsing);
+    // yoga's own would only re-stream the body already read through a TransformStream.
+    maxRequestBodySize: false,
     cors: operator.cors,
     context: async (initial: YogaInitialContext & { req?: IncomingMessage; connectionParams?: Record<string, unknown> }) => {
       const requestId = initial.request.headers.get("x-request-id") ?? randomUUID();

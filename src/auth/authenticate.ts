@@ -25,7 +25,8 @@ export interface Authenticated {
 // the token. The time left, not the stored timestamp: it is zone-less, and this process's clock
 // may differ from the database's.
 const TOKEN_SQL = `
-  SELECT t.id AS "tokenId", t."userId", t."orgId", t."lastUsedAt",
+  SELECT t.id AS "tokenId", t."userId", t."orgId",
+         (t."lastUsedAt" IS NULL OR t."lastUsedAt" < now() - interval '1 minute') AS "touch",
          (EXTRACT(EPOCH FROM (t."expiresAt" - now())) * 1000)::float8 AS "expiresInMs",
          u.name, u.email, u."isServiceAccount",
          (SELECT "epoch" FROM "authz_epoch" WHERE "id" = 1)::float8 AS "authzEpoch"
@@ -33,13 +34,11 @@ const TOKEN_SQL = `
    WHERE t."tokenHash" = $1 AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`;
 
 interface TokenRow extends Omit<Viewer, "expiresAt"> {
-  lastUsedAt: Date | null;
+  /** Last use is written at most once a minute per token (decided by the database's clock). */
+  touch: boolean;
   expiresInMs: number | null;
   authzEpoch: number;
 }
-
-/** Last use is written at most once a minute per token. */
-const LAST_USED_EVERY_MS = 60_000;
 
 /**
  * Resolves a bearer token to its viewer and the authz epoch, or null for an unknown, revoked or
@@ -50,7 +49,7 @@ export async function authenticateWithEpoch(sql: SqlRunner, token: string | null
   const rows = await sql.query<TokenRow>(TOKEN_SQL, [hashToken(token)], { prepare: true });
   const row = rows[0];
   if (!row) return null;
-  if (!row.lastUsedAt || Date.now() - new Date(row.lastUsedAt).getTime() > LAST_USED_EVERY_MS) {
+  if (row.touch) {
     await sql.query(`UPDATE api_tokens SET "lastUsedAt" = now() WHERE id = $1`, [row.tokenId], { prepare: true });
   }
   const viewer: Viewer = {
