@@ -41,12 +41,13 @@ interface TokenRow extends Omit<Viewer, "expiresAt"> {
 }
 
 /**
- * Resolves a bearer token to its viewer and the authz epoch, or null for an unknown, revoked or
- * expired token. One indexed, prepared statement; last-use time is written at most once a minute.
+ * Resolves a bearer token, given as its hash (hashToken), to its viewer and the authz epoch, or
+ * null for an unknown, revoked or expired token. One indexed, prepared statement; last-use time
+ * is written at most once a minute.
  */
-export async function authenticateWithEpoch(sql: SqlRunner, token: string | null): Promise<Authenticated | null> {
-  if (!token) return null;
-  const rows = await sql.query<TokenRow>(TOKEN_SQL, [hashToken(token)], { prepare: true });
+export async function authenticateWithEpoch(sql: SqlRunner, tokenHash: string | null): Promise<Authenticated | null> {
+  if (!tokenHash) return null;
+  const rows = await sql.query<TokenRow>(TOKEN_SQL, [tokenHash], { prepare: true });
   const row = rows[0];
   if (!row) return null;
   if (row.touch) {
@@ -66,5 +67,5 @@ export async function authenticateWithEpoch(sql: SqlRunner, token: string | null
 
 /** Resolves a bearer token to its viewer, or null for an unknown, revoked or expired token. */
 export async function authenticate(sql: SqlRunner, token: string | null): Promise<Viewer | null> {
-  return (await authenticateWithEpoch(sql, token))?.viewer ?? null;
+  return token ? ((await authenticateWithEpoch(sql, hashToken(token)))?.viewer ?? null) : null;
 }
