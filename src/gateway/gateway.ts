@@ -277,6 +277,16 @@ export function createGateway(options: GatewayOptions): Gateway {
     };
   }
 
+  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
+    try {
+      return options.gate.decide(request);
+    } catch (error) {
+      // A request Cedar cannot evaluate never authorizes anything.
+      if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
+      throw error;
+    }
+  }
+
   type ResolvedTool = {
     destructive: boolean;
     source: DestructiveSource;
@@ -313,16 +323,6 @@ export function createGateway(options: GatewayOptions): Gateway {
       };
     }
     return { error: new UpstreamError("upstream_not_configured", upstream?.url ? "this gateway reaches no upstream MCP servers" : "the connection has no upstream MCP server") };
-  }
-
-  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
-    try {
-      return options.gate.decide(request);
-    } catch (error) {
-      // A request Cedar cannot evaluate never authorizes anything.
-      if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
-      throw error;
-    }
   }
 
   /**

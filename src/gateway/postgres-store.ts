@@ -35,7 +35,14 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
         where: { keyHash },
         include: { workspace: { select: { id: true, environment: true, archivedAt: true } } },
       });
-      return key ? toGatewayKey(key) : null;
+      if (!key) return null;
+      return {
+        id: key.id,
+        workspaceId: key.workspaceId,
+        keyHash: key.keyHash,
+        revoked: key.revokedAt !== null,
+        workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+      };
     },
 
     async resolveRoute(workspaceId, logicalTool) {
@@ -53,7 +60,7 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
       // One round trip: key, workspace, the connection named by the tool's namespace, and its
       // override for the tool (and the workspace's gate policy version).
       const split = splitLogicalTool(logicalTool);
-      type Row = { k: KeyRow; w: WorkspaceRow; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
+      type Row = { k: KeyJson; w: WorkspaceJson; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
       const params = [keyHash, split?.name ?? "", split?.operation ?? ""];
       const rows = options.sql ? await options.sql.query<Row>(RESOLVE_CALL_SQL, params, { prepare: true }) : await prisma.$queryRawUnsafe<Row[]>(RESOLVE_CALL_SQL, ...params);
       const row = rows[0];
@@ -180,80 +187,6 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
   };
 }
 
-// The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
-// per-workspace gate), so the hot path stays one statement.
-const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'revokedAt', k."revokedAt") AS k,
-        json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
-        CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
-          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
-        o.destructive AS o,
-        COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
-   FROM virtual_keys k
-   JOIN workspaces w ON w.id = k."workspaceId"
-   LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
-   LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
-  WHERE k."keyHash" = $1`;
-
-type KeyRow = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
-type WorkspaceRow = { id: string; environment: string; production?: boolean; archivedAt: Date | string | null };
-type ConnectionRow = {
-  id: string;
-  workspaceId: string;
-  name: string;
-  provider: string;
-  active: boolean;
-  url: string | null;
-  credentialSealed: string | null;
-  timeoutMs: number | null;
-  updatedAt: Date | string;
-};
-
-/** The key as the gateway sees it, from Prisma's row or the raw query's JSON row. */
-function toGatewayKey(key: KeyRow & { workspace: WorkspaceRow }, policyVersion?: number): GatewayKey {
-  // The tier and the gate's policy version travel with the workspace for the per-workspace gate.
-  const workspace = {
-    id: key.workspace.id,
-    environment: key.workspace.environment,
-    archived: key.workspace.archivedAt !== null,
-    production: key.workspace.production === true,
-    ...(policyVersion !== undefined ? { policyVersion } : {}),
-  };
-  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.revokedAt !== null, workspace };
-}
-
-/** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */
-function splitLogicalTool(logicalTool: string): { name: string; operation: string } | null {
-  const dot = logicalTool.indexOf(".");
-  if (dot <= 0 || dot === logicalTool.length - 1) return null;
-  return { name: logicalTool.slice(0, dot), operation: logicalTool.slice(dot + 1) };
-}
-
-function upstreamOf(c: ConnectionRow) {
-  return { id: c.id, url: c.url, credentialSealed: c.credentialSealed, timeoutMs: c.timeoutMs, updatedAt: isoOf(c.updatedAt) };
-}
-
-/** Prisma's Date, or to_jsonb's `timestamp(3)` text (UTC, without a zone): one ISO string either way. */
-function isoOf(value: Date | string): string {
-  if (value instanceof Date) return value.toISOString();
-  return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value}Z`).toISOString();
-}
-
-function toRoute(c: ConnectionRow, operation: string, override: boolean | null): GatewayRoute {
-  return { connectionId: c.id, provider: c.provider, tool: `${c.provider}.${operation}`, active: c.active, upstreamTool: operation, upstream: upstreamOf(c), override };
-}
-
-function toConnection(c: ConnectionRow, overrides: { tool: string; destructive: boolean }[]): GatewayConnection {
-  return {
-    id: c.id,
-    workspaceId: c.workspaceId,
-    name: c.name,
-    provider: c.provider,
-    active: c.active,
-    upstream: upstreamOf(c),
-    overrides: Object.fromEntries(overrides.map((o) => [o.tool, o.destructive])),
-  };
-}
-
 function toHeld(row: {
   approvalId: string;
   workspaceId: string;
@@ -342,4 +275,80 @@ export async function markRepublished(sql: SqlRunner, approvalIds: string[], now
       WHERE "approvalId" = ANY($1::text[])`,
     [approvalIds, now],
   );
+}
+
+// ─── the hot path's statement and its rows ──────────────────────────────────────────────────────
+
+// The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
+// per-workspace gate), so the hot path stays one statement.
+const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'revokedAt', k."revokedAt") AS k,
+        json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
+        CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
+          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
+        o.destructive AS o,
+        COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+   FROM virtual_keys k
+   JOIN workspaces w ON w.id = k."workspaceId"
+   LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
+   LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
+  WHERE k."keyHash" = $1`;
+
+type KeyJson = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
+type WorkspaceJson = { id: string; environment: string; production?: boolean; archivedAt: Date | string | null };
+type ConnectionRow = {
+  id: string;
+  workspaceId: string;
+  name: string;
+  provider: string;
+  active: boolean;
+  url: string | null;
+  credentialSealed: string | null;
+  timeoutMs: number | null;
+  updatedAt: Date | string;
+};
+
+/** The key as the gateway sees it, from the hot statement's JSON rows. */
+function toGatewayKey(key: KeyJson & { workspace: WorkspaceJson }, policyVersion?: number): GatewayKey {
+  // The tier and the gate's policy version travel with the workspace for the per-workspace gate.
+  const workspace = {
+    id: key.workspace.id,
+    environment: key.workspace.environment,
+    archived: key.workspace.archivedAt !== null,
+    production: key.workspace.production === true,
+    ...(policyVersion !== undefined ? { policyVersion } : {}),
+  };
+  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.revokedAt !== null, workspace };
+}
+
+/** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */
+function splitLogicalTool(logicalTool: string): { name: string; operation: string } | null {
+  const dot = logicalTool.indexOf(".");
+  if (dot <= 0 || dot === logicalTool.length - 1) return null;
+  return { name: logicalTool.slice(0, dot), operation: logicalTool.slice(dot + 1) };
+}
+
+function upstreamOf(c: ConnectionRow) {
+  return { id: c.id, url: c.url, credentialSealed: c.credentialSealed, timeoutMs: c.timeoutMs, updatedAt: isoOf(c.updatedAt) };
+}
+
+/** Prisma's Date, or to_jsonb's `timestamp(3)` text (UTC, without a zone): one ISO string either way. */
+function isoOf(value: Date | string): string {
+  if (value instanceof Date) return value.toISOString();
+  return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value}Z`).toISOString();
+}
+
+function toRoute(c: ConnectionRow, operation: string, override: boolean | null): GatewayRoute {
+  return { connectionId: c.id, provider: c.provider, tool: `${c.provider}.${operation}`, active: c.active, upstreamTool: operation, upstream: upstreamOf(c), override };
+}
+
+function toConnection(c: ConnectionRow, overrides: { tool: string; destructive: boolean }[]): GatewayConnection {
+  return {
+    id: c.id,
+    workspaceId: c.workspaceId,
+    name: c.name,
+    provider: c.provider,
+    active: c.active,
+    upstream: upstreamOf(c),
+    overrides: Object.fromEntries(overrides.map((o) => [o.tool, o.destructive])),
+  };
 }

@@ -116,13 +116,6 @@ export interface GatewayStore {
   /** The route a logical tool name takes in a workspace, or null when nothing serves it. */
   resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
   findConnection(connectionId: string): Promise<GatewayConnection | null>;
-  /**
-   * The hot path's one round trip: the key (with its workspace) by hash and, when it exists, the
-   * route of the logical tool in the key's workspace with the connection's upstream and override.
-   */
-  resolveCall?(keyHash: string, logicalTool: string): Promise<{ key: GatewayKey | null; route: GatewayRoute | null }>;
-  /** The workspace's connections (active or not) with their upstreams and overrides: tools/list. */
-  listConnections?(workspaceId: string): Promise<GatewayConnection[]>;
 
   /**
    * Commits the held record (state AwaitingApproval). Called only after the ticket is on the
@@ -153,6 +146,14 @@ export interface GatewayStore {
     key: Pick<Execution, "virtualKeyId" | "idempotencyKey">,
     outcome: { state: "Executed"; result: unknown } | { state: "Failed"; error: string },
   ): Promise<void>;
+
+  /**
+   * The hot path's one round trip: the key (with its workspace) by hash and, when it exists, the
+   * route of the logical tool in the key's workspace with the connection's upstream and override.
+   */
+  resolveCall?(keyHash: string, logicalTool: string): Promise<{ key: GatewayKey | null; route: GatewayRoute | null }>;
+  /** The workspace's connections (active or not) with their upstreams and overrides: tools/list. */
+  listConnections?(workspaceId: string): Promise<GatewayConnection[]>;
 }
 
 /**

@@ -1,10 +1,10 @@
 import { Redis } from "ioredis";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../gateway/cedar-gate.js";
-import { createDemoUpstream, DEMO_UPSTREAM_URL, type DemoUpstream } from "../gateway/demo-upstream.js";
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
 import { createUpstreamPool, upstreamFetch, type UpstreamPool } from "../gateway/upstream.js";
+import { createDemoUpstream, DEMO_UPSTREAM_URL, type DemoUpstream } from "../gateway/demo-upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
 import { createMemoryApprovalStream } from "../infra/memory-stream.js";
 import type { Config } from "../infra/config.js";
