@@ -297,7 +297,10 @@ export function createGateway(options: GatewayOptions): Gateway {
    * What the call runs on and whether it is destructive. Fails closed: when the upstream's tools
    * cannot be read, the call is not treated as non-destructive, it fails (upstream_unavailable).
    */
-  async function resolveTool(route: Pick<GatewayRoute, "tool" | "upstream" | "upstreamTool" | "override">): Promise<ResolvedTool | { error: UpstreamError | "unknown_tool" }> {
+  async function resolveTool(
+    route: Pick<GatewayRoute, "tool" | "upstream" | "upstreamTool" | "override">,
+    how: { live?: boolean } = {},
+  ): Promise<ResolvedTool | { error: UpstreamError | "unknown_tool" }> {
     const override = route.override ?? null;
     const upstream = route.upstream;
     if (options.upstreams && upstream?.url) {
@@ -311,6 +314,16 @@ export function createGateway(options: GatewayOptions): Gateway {
         throw error;
       }
       if (!tool) return { error: "unknown_tool" };
+      // Before a held call's execution is claimed (once claimed, a failure is final): the
+      // upstream answers now, so an upstream that is down is a retry, not a failed execution.
+      if (how.live) {
+        try {
+          await pool.ping(upstream);
+        } catch (error) {
+          if (error instanceof UpstreamError) return { error };
+          throw error;
+        }
+      }
       const c = classifyTool(tool, override);
       return { ...c, run: (call) => pool.call(upstream, name, call.arguments) };
     }
@@ -524,7 +537,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, nr.code, nr.message, nr.data, notReadyHttp("held_record_missing").headers), outcome: { kind: "not_ready", reason: "held_record_missing" } };
     }
 
-    const resolved = await resolveTool(route);
+    const resolved = await resolveTool(route, { live: approvedHeld !== null });
     if ("error" in resolved) return toolUnavailable(rpcId, logicalTool, resolved.error);
 
     const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null, resolved.destructive));
@@ -775,7 +788,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
     const logicalTool = held.logicalTool ?? held.tool;
     const upstreamTool = held.tool.slice(held.tool.indexOf(".") + 1);
-    const resolved = await resolveTool({ tool: held.tool, upstream: connection.upstream, upstreamTool, override: connection.overrides?.[upstreamTool] ?? null });
+    const resolved = await resolveTool({ tool: held.tool, upstream: connection.upstream, upstreamTool, override: connection.overrides?.[upstreamTool] ?? null }, { live: true });
     if ("error" in resolved) {
       // Nothing was claimed: the delivery may try again once the upstream is back.
       if (resolved.error === "unknown_tool") return refuse(409, "unknown_tool");

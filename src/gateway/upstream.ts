@@ -72,6 +72,8 @@ export type UpstreamPool = {
   tool(connection: UpstreamConnection, name: string): Promise<UpstreamTool | null>;
   /** `tools/call` on the upstream. A result with `isError` is a result, not an error. Throws UpstreamError. */
   call(connection: UpstreamConnection, name: string, args: Record<string, unknown>): Promise<CallToolResult>;
+  /** A round trip to the upstream now (MCP `ping`). Throws UpstreamError. */
+  ping(connection: UpstreamConnection): Promise<void>;
   /** Drops the cached client and tools list of one connection. */
   forget(connectionId: string): void;
   close(): Promise<void>;
@@ -224,6 +226,9 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     },
     async call(c, name, args) {
       return withClient(c, async (client, timeout) => (await client.callTool({ name, arguments: args }, undefined, { timeout })) as CallToolResult);
+    },
+    async ping(c) {
+      await withClient(c, (client, timeout) => client.ping({ timeout }));
     },
     forget(connectionId) {
       const entry = entries.get(connectionId);
