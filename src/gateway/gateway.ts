@@ -3,6 +3,7 @@ import { z } from "zod";
 import { APPROVAL_TOKEN_TTL_SECONDS, claimsMatch, mintApprovalToken, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
 import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
+import { fixedGate, workspaceGates, type GateSource } from "./workspace-gates.js";
 import {
   APPROVAL_CLOSED_HTTP_STATUS,
   approvalClosedJsonRpc,
@@ -72,7 +73,13 @@ export type GatewayOptions = {
   streamKey?: string;
   /** How long a ticket write may take before the call stops as not_ready. Default 2 s. */
   streamWriteTimeoutMs?: number;
-  gate: CedarGate;
+  /**
+   * The gate per workspace: by default each workspace's newest saved policy set, read through
+   * `store.loadPolicySet` (the built-in default set where none is saved; src/gateway/workspace-gates.ts).
+   * `gate` instead applies one fixed gate to every workspace; `gates` is any other source.
+   */
+  gate?: CedarGate;
+  gates?: GateSource;
   /** The HS256 secret control mints approval tokens with. */
   approvalSecret: string | Uint8Array;
   /** Default `obol-control`. */
@@ -235,6 +242,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
   const log: GatewayLogger = options.logger ?? { info() {}, warn() {}, error() {} };
   const serviceTokenDigest = options.serviceToken ? digest(options.serviceToken) : null;
+  const gates = options.gates ?? (options.gate ? fixedGate(options.gate) : workspaceGates(store, { logger: log }));
 
   function gateRequest(key: GatewayKey, route: { connectionId: string; tool: string }, logicalTool: string, approved: boolean) {
     return {
@@ -244,13 +252,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       context: { workspace_id: key.workspaceId, connection_id: route.connectionId, logical_tool: logicalTool },
       destructive: isDestructive(route.tool),
       environment: key.workspace.environment,
+      production: key.workspace.production,
       alreadyApproved: approved,
     };
   }
 
-  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
+  async function decide(key: GatewayKey, request: ReturnType<typeof gateRequest>): Promise<GateDecision> {
+    // The workspace's gate; a set that cannot be read or parsed denies (fail closed).
+    const choice = await gates.gateFor(key);
+    if (!choice.ok) return { decision: "deny", reason: choice.reason, policyIds: [] };
     try {
-      return options.gate.decide(request);
+      return choice.gate.decide(request);
     } catch (error) {
       // A request Cedar cannot evaluate never authorizes anything.
       if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
@@ -448,7 +460,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, nr.code, nr.message, nr.data, notReadyHttp("held_record_missing").headers), outcome: { kind: "not_ready", reason: "held_record_missing" } };
     }
 
-    const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null));
+    const decision = await decide(key, gateRequest(key, route, logicalTool, approvedHeld !== null));
     if (decision.decision === "deny") return denied(rpcId, decision.reason, decision.policyIds);
     if (decision.decision === "approval_required") {
       // Idempotent on the idempotency key: a call that already ran is answered with its
@@ -665,7 +677,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (connection.provider !== held.provider) return refuse(409, "route_changed", { held_provider: held.provider });
     if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
     const logicalTool = held.logicalTool ?? held.tool;
-    const decision = decide(gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true));
+    const decision = await decide(key, gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true));
     if (decision.decision !== "allow") return refuse(403, "denied", { reason: decision.decision === "deny" ? decision.reason : "approval_required", policy_ids: decision.policyIds });
 
     const outcome = await executeHeld(held, body.arguments);
