@@ -47,7 +47,7 @@ async function seed(db: Database) {
     reviewers.push({ userId: user.id, orgId: org.id, tokenId: "bench", name: user.name, email: user.email, isServiceAccount: false });
   }
   const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
-  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod" } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod", production: true } });
   const connection = await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", provider: "github" } });
   const key = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({
