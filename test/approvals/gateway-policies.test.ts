@@ -369,3 +369,31 @@ describe("simulating a call", () => {
     expect((await simulate({ tool: "github.delete_repo", arguments: [1, 2] })).__typename).toBe("ValidationError");
   });
 });
+
+describe("reading many sets", () => {
+  it("a workspace list selecting each set in force costs the same statements for two workspaces as for five", async () => {
+    const LIST = `{ workspaces(first: 100) { edges { node { name gatewayPolicySet { version isDefault rules { id kind } author { name } } } } } }`;
+    const org = await createOrg(w.db);
+    const stack = await w.db.prisma.stack.create({ data: { orgId: org.orgId, name: "many" } });
+    const addWorkspaces = async (n: number, from: number) => {
+      for (let i = from; i < from + n; i++) {
+        const ws = await w.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: `many-${i}`, production: true } });
+        await w.db.prisma.gatewayPolicyVersion.create({ data: { orgId: org.orgId, workspaceId: ws.id, version: 1, policies: CUSTOM, authorId: org.adminId } });
+      }
+    };
+    const statements = async () => {
+      await w.t.gql(LIST, {}, org.adminToken);
+      const before = w.db.statementCount();
+      const r = await w.t.gql(LIST, {}, org.adminToken);
+      expect(r.errors).toBeUndefined();
+      return { count: w.db.statementCount() - before, sets: r.data.workspaces.edges.map((e: any) => e.node.gatewayPolicySet.version) };
+    };
+    await addWorkspaces(2, 0);
+    const two = await statements();
+    await addWorkspaces(3, 2);
+    const five = await statements();
+    expect(two.sets).toEqual([1, 1]);
+    expect(five.sets).toEqual([1, 1, 1, 1, 1]);
+    expect(five.count).toBe(two.count);
+  });
+});

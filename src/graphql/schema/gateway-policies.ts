@@ -2,6 +2,7 @@
 // workspace"): the set in force and its history on Workspace, saving a version, and simulating a
 // call. Logic lives in src/services/approvals/gateway-policies.ts.
 
+import DataLoader from "dataloader";
 import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
@@ -11,7 +12,7 @@ import {
   canReadPolicySet,
   listGatewayPolicyVersions,
   NAMING_CONVENTION,
-  policySetInForce,
+  policySetsInForce,
   policyVersionsOf,
   saveGatewayPolicySet,
   simulateGatewayCall,
@@ -32,6 +33,23 @@ async function readablePolicy(ctx: Context, o: { orgId: string; workspaceId: str
   const workspace = await ruleWorkspace(ctx, o.workspaceId);
   if (!workspace || workspace.orgId !== o.orgId) return false;
   return readable(ctx, o, o.orgId, workspaceFamilyTarget(workspace, "gateway_policy", "read"));
+}
+
+/** The set in force per workspace, batched per request. */
+const setLoaders = new WeakMap<Context, DataLoader<{ id: string; orgId: string }, PolicySetView, string>>();
+function setInForce(ctx: Context, workspace: { id: string; orgId: string }): Promise<PolicySetView> {
+  let loader = setLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader(
+      async (workspaces: readonly { id: string; orgId: string }[]) => {
+        const sets = await policySetsInForce(ctx.db, workspaces);
+        return workspaces.map((w) => sets.get(w.id)!);
+      },
+      { cacheKeyFn: (w) => w.id },
+    );
+    setLoaders.set(ctx, loader);
+  }
+  return loader.load(workspace);
 }
 
 const AuthorRef = builder.objectRef<{ id: string; name: string }>("GatewayPolicyAuthor").implement({
@@ -118,7 +136,7 @@ builder.prismaObjectField("Workspace", "gatewayPolicySet", (t) =>
     nullable: true,
     description: "The gateway policy set in force. Null unless the caller holds (gateway_policy, read) here.",
     select: { stack: { select: { authzGroups: true } } },
-    resolve: async (w, _args, ctx) => ((await canReadPolicySet(ctx.authz, w)) ? policySetInForce(ctx.db, w) : null),
+    resolve: async (w, _args, ctx) => ((await canReadPolicySet(ctx.authz, w)) ? setInForce(ctx, w) : null),
   }),
 );
 

@@ -138,6 +138,27 @@ export async function policySetInForce(db: Database, workspace: { id: string; or
   return row ? toView(row) : defaultView(workspace.orgId, workspace.id);
 }
 
+/**
+ * The sets in force of many workspaces in one statement (a workspace list selecting
+ * gatewayPolicySet costs one query, not one per workspace). The caller has authorized each read.
+ */
+export async function policySetsInForce(db: Database, workspaces: readonly { id: string; orgId: string }[]): Promise<Map<string, PolicySetView>> {
+  const ids = [...new Set(workspaces.map((w) => w.id))];
+  const rows =
+    ids.length === 0
+      ? []
+      : await db.sql.query<Omit<PolicyVersionRow, "author"> & { authorId: string; authorName: string }>(
+          `SELECT DISTINCT ON (v."workspaceId") v.id, v."orgId", v."workspaceId", v.version, v.policies, v.note, v."createdAt",
+                  u.id AS "authorId", u.name AS "authorName"
+             FROM gateway_policy_versions v JOIN users u ON u.id = v."authorId"
+            WHERE v."workspaceId" = ANY($1::text[])
+            ORDER BY v."workspaceId", v.version DESC`,
+          [ids],
+        );
+  const byId = new Map(rows.map(({ authorId, authorName, ...row }) => [row.workspaceId, toView({ ...row, createdAt: new Date(row.createdAt), author: { id: authorId, name: authorName } })]));
+  return new Map(workspaces.map((w) => [w.id, byId.get(w.id) ?? defaultView(w.orgId, w.id)]));
+}
+
 export async function getGatewayPolicySet({ db, authz }: Omit<Deps, "events">, workspaceId: string): Promise<PolicySetView> {
   const workspace = await policyWorkspace(db, authz, workspaceId, "read");
   return policySetInForce(db, workspace);
