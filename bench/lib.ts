@@ -3,6 +3,7 @@
 // fails CI (see bench/index.ts and docs/benchmarks.md).
 
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
 import pg from "pg";
 import { openPostgres, type Database } from "../src/infra/db.js";
 import { migrate } from "../src/infra/migrate.js";
@@ -133,6 +134,18 @@ export async function timed<T>(label: string, fn: () => Promise<T>): Promise<T> 
 /** Progress goes to stderr, so stdout is the table alone. */
 export function log(message: string): void {
   process.stderr.write(`  · ${message}\n`);
+}
+
+/** A TCP port free on 127.0.0.1 right now (for a server child to listen on). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
 }
 
 // ── The table ────────────────────────────────────────────────────────────────────────

@@ -517,7 +517,7 @@ async function listRows(db: Database): Promise<BenchRow[]> {
 // ── Permission checks ────────────────────────────────────────────────────────────────
 
 /** A realistic custom-role union: 20 tuples, patterns and groups among them (user globs). */
-const REALISTIC_GRANTS = [
+export const REALISTIC_GRANTS = [
   { resourceType: "stack", action: "read", resourcePattern: "team-a-*" },
   { resourceType: "stack", action: "deploy", resourcePattern: "team-a-*" },
   { resourceType: "stack", action: "preview", resourcePattern: "team-a-*" },
@@ -540,7 +540,7 @@ const REALISTIC_GRANTS = [
   { resourceType: "approval_request", action: "decide", authzGroup: "tier-1" },
 ] as const;
 
-function realisticGrants(): Permission[] {
+export function realisticGrants(): Permission[] {
   const result = validateCustomRolePermissions(REALISTIC_GRANTS);
   if (!result.ok) throw new Error(`bench grants are invalid: ${JSON.stringify(result.issues)}`);
   return [...result.permissions];

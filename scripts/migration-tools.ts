@@ -1,7 +1,10 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+const execFileAsync = promisify(execFile);
 
 export const root = fileURLToPath(new URL("..", import.meta.url));
 export const schemaPath = path.join(root, "prisma/schema.prisma");
@@ -23,12 +26,17 @@ export async function latestSnapshot(): Promise<string | null> {
   return last ? path.join(migrationsDir, last, "schema.prisma") : null;
 }
 
+const diffArgs = (from: string | null, to: string) => [
+  prismaCli, "migrate", "diff", ...(from ? ["--from-schema-datamodel", from] : ["--from-empty"]), "--to-schema-datamodel", to, "--script",
+];
+
 /** SQL that takes a database from schema `from` (null: empty) to schema `to`, by Prisma's engine. */
 export function diffSchemas(from: string | null, to: string): string {
-  const fromArgs = from ? ["--from-schema-datamodel", from] : ["--from-empty"];
-  return execFileSync(
-    process.execPath,
-    [prismaCli, "migrate", "diff", ...fromArgs, "--to-schema-datamodel", to, "--script"],
-    { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
-  );
+  return execFileSync(process.execPath, diffArgs(from, to), { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** `diffSchemas` in a child process that does not block this one, so several diffs can overlap. */
+export async function diffSchemasAsync(from: string | null, to: string): Promise<string> {
+  const { stdout } = await execFileAsync(process.execPath, diffArgs(from, to), { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
 }

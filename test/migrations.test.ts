@@ -1,11 +1,11 @@
 import { mkdtemp, mkdir, writeFile, cp } from "node:fs/promises";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgres, type Database } from "../src/infra/db.js";
 import { migrate, MigrationChecksumError, readMigrations, MIGRATIONS_DIR } from "../src/infra/migrate.js";
-import { diffSchemas, HAND_WRITTEN_MARKER, migrationNames, schemaPath } from "../scripts/migration-tools.js";
+import { diffSchemas, diffSchemasAsync, HAND_WRITTEN_MARKER, migrationNames, schemaPath } from "../scripts/migration-tools.js";
 import { TEST_DATABASE_URL } from "./helpers/env.js";
 import { newSchemaName } from "./helpers/harness.js";
 
@@ -16,17 +16,16 @@ describe("migrations", () => {
     expect(diffSchemas(newest, schemaPath)).toContain("This is an empty migration");
   });
 
-  it("each migration's generated SQL is exactly Prisma's diff from the previous snapshot", async () => {
-    const names = await migrationNames();
-    let previous: string | null = null;
-    for (const name of names) {
-      const snapshot = path.join(MIGRATIONS_DIR, name, "schema.prisma");
-      const sql = readFileSync(path.join(MIGRATIONS_DIR, name, "migration.sql"), "utf8");
-      const generated = sql.split(HAND_WRITTEN_MARKER)[0]!.trimEnd();
-      expect(generated, name).toBe(diffSchemas(previous, snapshot).trimEnd());
-      previous = snapshot;
-    }
-  }, 180_000); // ~18 s per migration (WASM schema engine) on a loaded 2-core machine
+  // One test per migration, run concurrently: each diff is a Prisma CLI process with the WASM
+  // schema engine (~12-18 s on a loaded 2-core machine), so a sequential loop grew past any
+  // sensible timeout as migrations were added.
+  const names = readdirSync(MIGRATIONS_DIR, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  it.concurrent.each(names.map((name, i) => [name, i] as const))("%s: its generated SQL is exactly Prisma's diff from the previous snapshot", async (name, i) => {
+    const previous = i === 0 ? null : path.join(MIGRATIONS_DIR, names[i - 1]!, "schema.prisma");
+    const sql = readFileSync(path.join(MIGRATIONS_DIR, name, "migration.sql"), "utf8");
+    const generated = sql.split(HAND_WRITTEN_MARKER)[0]!.trimEnd();
+    expect(generated, name).toBe((await diffSchemasAsync(previous, path.join(MIGRATIONS_DIR, name, "schema.prisma"))).trimEnd());
+  }, 240_000);
 
   describe("the runner", () => {
     let db: Database;

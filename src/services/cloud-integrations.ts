@@ -13,9 +13,10 @@ import { namePageQuery } from "../authz/list-filter.js";
 import type { Target } from "../domain/catalog/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
 import type { Database } from "../infra/db.js";
-import { txSql } from "./gate.js";
+import { txSql } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
-import { findReadableStack, parseInput, ResourceName } from "./stacks.js";
+import { findReadableStack, ResourceName } from "./stacks.js";
+import { parseInput } from "./parse.js";
 
 export const CLOUD_PROVIDERS = ["aws", "gcp", "azure"] as const;
 export type CloudProvider = (typeof CLOUD_PROVIDERS)[number];

@@ -31,10 +31,6 @@ import {
 import type { Database, SqlRunner } from "../infra/db.js";
 import { workspaceTarget } from "../authz/targets.js";
 
-// Tx, LOCKING_TX_OPTIONS and txSql live in infra/db.ts; re-exported here so code written
-// before the move still compiles (import them from infra/db.ts).
-export { type Tx, LOCKING_TX_OPTIONS, txSql } from "../infra/db.js";
-
 export type PlanStatus = "planned" | "applying" | "applied" | "failed" | "discarded";
 
 /** What a gate needs to know about the plan and its workspace before reading the inputs. */
@@ -51,9 +47,6 @@ export interface PlanHead {
   archived: boolean;
   authzGroups: string[];
 }
-
-// workspaceTarget lives in authz/targets.ts; re-exported for code written before the move.
-export { workspaceTarget };
 
 const HEAD_COLUMNS = `p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
        p."applyEvaluation", w.name AS "workspaceName", w."requiredApprovals",

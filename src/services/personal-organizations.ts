@@ -10,7 +10,7 @@ import { InvalidStateError } from "../errors.js";
 import type { Database } from "../infra/db.js";
 import { createPersonalOrganization, slugify } from "./accounts.js";
 import { DisplayName } from "./input-rules.js";
-import { parseInput } from "./stacks.js";
+import { parseInput } from "./parse.js";
 
 export const CreatePersonalOrganizationInput = z.object({ name: DisplayName });
 

@@ -21,8 +21,10 @@ import type { Authz } from "../authz/authz.js";
 import { checkPermission } from "../domain/catalog/index.js";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
-import { txSql } from "./gate.js";
-import { findReadableStack, parseInput, stackTarget } from "./stacks.js";
+import { txSql } from "../infra/db.js";
+import { findReadableStack } from "./stacks.js";
+import { parseInput } from "./parse.js";
+import { stackTarget } from "../authz/targets.js";
 
 export const PR_PLAN_MODES = ["manual", "auto"] as const;
 export type PrPlanMode = (typeof PR_PLAN_MODES)[number];

@@ -28,13 +28,7 @@ export interface StackRow {
   labels: unknown;
 }
 
-// stackTarget lives in authz/targets.ts; re-exported for code written before the move.
-export { stackTarget };
-
-// parseInput lives in services/parse.ts; re-exported here so code written before the move
-// still compiles (import it from ./parse.js).
 import { parseInput } from "./parse.js";
-export { parseInput };
 
 function groupsOrThrow(groups: string[], field = "input.authzGroups"): string[] {
   const result = validateStackAuthzGroups(groups);

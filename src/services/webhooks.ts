@@ -5,6 +5,7 @@
 
 import { randomBytes, randomUUID } from "node:crypto";
 import { seal, unseal } from "../domain/seal.js";
+import { endpointUrlProblem, MAX_ENDPOINT_URL_LENGTH } from "../domain/endpoint-url.js";
 import { isIP } from "node:net";
 import { z } from "zod";
 import type { Authz } from "../authz/authz.js";
@@ -35,7 +36,7 @@ export const WEBHOOK_FORMATS = ["json", "slack"] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 
 export const MAX_WEBHOOKS_PER_ORG = 50;
-export const MAX_URL_LENGTH = 2048;
+export const MAX_URL_LENGTH = MAX_ENDPOINT_URL_LENGTH;
 
 /** An event as queued: `data` is the event's own shape (docs/webhooks.md, "Events"). */
 export interface WebhookEvent {
@@ -62,20 +63,7 @@ export const openWebhookSecret = (key: string, sealed: string): string | null =>
 // ── URLs ───────────────────────────────────────────────────────────────────────────────
 
 /** Why a webhook URL is refused at create/update, or null. The address check is at delivery. */
-export function webhookUrlProblem(raw: string): string | null {
-  if (raw.length > MAX_URL_LENGTH) return `must be at most ${MAX_URL_LENGTH} characters`;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    return "is not an absolute URL";
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return "must be http or https";
-  if (url.username || url.password) return "must not carry credentials (put a token in the path or query)";
-  if (!url.hostname) return "has no host";
-  if (url.hash) return "must not have a fragment";
-  return null;
-}
+export const webhookUrlProblem = (raw: string): string | null => endpointUrlProblem(raw, "put a token in the path or query");
 
 /** Whether an IP address is private, loopback, link-local, unspecified, multicast or otherwise not public. */
 export function isPrivateAddress(address: string): boolean {

@@ -37,7 +37,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     roleId: "role", roleIds: "role", approverRoleIds: "role",
     userId: "user", approverUserIds: "user",
     workspaceId: "workspace", workspaceIds: "workspace",
-    stackId: "stack", identitySourceId: "source", planId: "plan", requestId: "approvalRequest",
+    stackId: "stack", identitySourceId: "source", planId: "plan", requestId: "approvalRequest", connectionId: "connection",
     deliveryId: "webhookDelivery",
   };
   if (byName[leaf]) return byName[leaf]!;

@@ -1,16 +1,23 @@
-import { clean } from "./input.js";
+import { clean, cleanKeepingNull } from "./input.js";
 import { builder } from "../builder.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
-import type { VirtualKey } from "../../generated/prisma/client.js";
+import type { ConnectionToolOverride, VirtualKey } from "../../generated/prisma/client.js";
+import DataLoader from "dataloader";
+import type { Context } from "../context.js";
+import { loadUser } from "../helpers.js";
+import { UserRef } from "./organization.js";
 import {
+  clearToolOverride,
   createConnection,
   createVirtualKey,
   deleteConnection,
   listConnections,
   listVirtualKeys,
+  listToolOverrides,
   revokeVirtualKey,
+  setToolOverride,
   setWorkspaceFrozen,
   updateConnection,
 } from "../../services/approvals/keys.js";
@@ -34,10 +41,36 @@ export const VirtualKeyRef = builder.prismaObject("VirtualKey", {
   }),
 });
 
+const overrideLoaders = new WeakMap<Context, DataLoader<string, ConnectionToolOverride[]>>();
+
+/** A connection's overrides, batched per request over every connection of a list. */
+function toolOverridesOf(ctx: Context, connectionId: string): Promise<ConnectionToolOverride[]> {
+  let loader = overrideLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader(async (ids) => {
+      const rows = await listToolOverrides(ctx.db, ids);
+      return ids.map((id) => rows.filter((r) => r.connectionId === id));
+    });
+    overrideLoaders.set(ctx, loader);
+  }
+  return loader.load(connectionId);
+}
+
+/** Reached only through its (already authorized) connection: it has no read rule of its own. */
+const ToolAnnotationOverrideRef = builder.objectRef<ConnectionToolOverride>("ToolAnnotationOverride").implement({
+  description: "An admin's word on whether one upstream tool is destructive; it wins over the tool's MCP annotations (destructiveHint, readOnlyHint).",
+  fields: (t) => ({
+    tool: t.exposeString("tool", { description: "The upstream's own tool name (without the connection's namespace)." }),
+    destructive: t.exposeBoolean("destructive"),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    updatedBy: t.field({ type: UserRef, nullable: true, resolve: (o, _a, ctx) => loadUser(ctx, o.updatedById) as never }),
+  }),
+});
+
 export const ToolConnectionRef = builder.prismaObject("Connection", {
   name: "ToolConnection",
   description:
-    "A tool provider a workspace's gateway calls through. A logical tool `<name>.<operation>` runs as `<provider>.<operation>` here; an inactive connection serves nothing and files no new request. " +
+    "An upstream MCP server a workspace's gateway calls through: its tools are listed to agents as `<name>.<tool>`, and a held call is pinned to the provider and URL it was held on. An inactive connection serves nothing and files no new request. " +
     "Needs (connection, read) on its workspace.",
   runScopesOnType: true,
   authScopes: (c, ctx) => readableInWorkspace(ctx, c, "connection"),
@@ -47,6 +80,18 @@ export const ToolConnectionRef = builder.prismaObject("Connection", {
     name: t.exposeString("name"),
     provider: t.exposeString("provider"),
     active: t.exposeBoolean("active"),
+    url: t.exposeString("url", { nullable: true, description: "The upstream MCP server's Streamable HTTP endpoint." }),
+    hasCredential: t.boolean({
+      description: "Whether a credential is stored for the upstream. The credential itself is sealed and never readable.",
+      select: { credentialSealed: true },
+      resolve: (c) => c.credentialSealed !== null,
+    }),
+    timeoutMs: t.exposeInt("timeoutMs", { nullable: true, description: "How long one upstream request may take; null: the gateway's default." }),
+    toolOverrides: t.field({
+      type: [ToolAnnotationOverrideRef],
+      description: "Per-tool destructive overrides, by tool name.",
+      resolve: (c, _a, ctx) => toolOverridesOf(ctx, c.id),
+    }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
   }),
@@ -80,10 +125,31 @@ const CreateToolConnectionInput = builder.inputType("CreateToolConnectionInput",
     name: t.string({ required: true, description: "Letters, digits, '_' and '-': the first segment of the logical tool names it serves." }),
     provider: t.string({ required: true }),
     active: t.boolean({ defaultValue: true }),
+    url: t.string({ description: "The upstream MCP server's Streamable HTTP endpoint (http or https, no credentials in it)." }),
+    credential: t.string({ description: "Write-only: the Authorization header value presented to the upstream. Stored sealed; never readable." }),
+    timeoutMs: t.int({ description: "100 to 300,000 ms; default: the gateway's." }),
   }),
 });
 const UpdateToolConnectionInput = builder.inputType("UpdateToolConnectionInput", {
-  fields: (t) => ({ id: t.id({ required: true }), name: t.string(), provider: t.string(), active: t.boolean() }),
+  fields: (t) => ({
+    id: t.id({ required: true }),
+    name: t.string(),
+    provider: t.string(),
+    active: t.boolean(),
+    url: t.string({ description: "Null removes it. Calls held before a change are refused at resume (route_changed)." }),
+    credential: t.string({ description: "Write-only; null removes it." }),
+    timeoutMs: t.int({ description: "Null: the gateway's default." }),
+  }),
+});
+const SetToolAnnotationOverrideInput = builder.inputType("SetToolAnnotationOverrideInput", {
+  fields: (t) => ({
+    connectionId: t.id({ required: true }),
+    tool: t.string({ required: true, description: "The upstream's own tool name (without the connection's namespace)." }),
+    destructive: t.boolean({ required: true }),
+  }),
+});
+const ClearToolAnnotationOverrideInput = builder.inputType("ClearToolAnnotationOverrideInput", {
+  fields: (t) => ({ connectionId: t.id({ required: true }), tool: t.string({ required: true }) }),
 });
 const DeleteToolConnectionInput = builder.inputType("DeleteToolConnectionInput", { fields: (t) => ({ id: t.id({ required: true }) }) });
 const WorkspaceFreezeInput = builder.inputType("WorkspaceFreezeInput", { fields: (t) => ({ workspaceId: t.id({ required: true }) }) });
@@ -126,17 +192,34 @@ builder.mutationFields((t) => ({
   createToolConnection: t.field({
     type: ToolConnectionRef,
     authScopes: { authenticated: true },
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [...COMMON_ERRORS, InvalidStateError] },
+    description: "Needs (connection, create). A credential needs COUNTERSIGN_APPROVAL_SECRET to be sealed under (InvalidStateError without it).",
     args: { input: t.arg({ type: CreateToolConnectionInput, required: true }) },
     resolve: (_root, args, ctx) => createConnection(ctx, clean(args.input)),
   }),
   updateToolConnection: t.field({
     type: ToolConnectionRef,
     authScopes: { authenticated: true },
-    errors: { types: COMMON_ERRORS },
-    description: "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it.",
+    errors: { types: [...COMMON_ERRORS, InvalidStateError] },
+    description: "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it; a new provider or URL strands calls held before (route_changed).",
     args: { input: t.arg({ type: UpdateToolConnectionInput, required: true }) },
-    resolve: (_root, args, ctx) => updateConnection(ctx, clean(args.input)),
+    resolve: (_root, args, ctx) => updateConnection(ctx, cleanKeepingNull(args.input, ["url", "credential", "timeoutMs"])),
+  }),
+  setToolAnnotationOverride: t.field({
+    type: ToolConnectionRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    description: "Needs (connection, update). Whether one upstream tool is destructive, over its MCP annotations; returns the connection.",
+    args: { input: t.arg({ type: SetToolAnnotationOverrideInput, required: true }) },
+    resolve: (_root, args, ctx) => setToolOverride(ctx, args.input),
+  }),
+  clearToolAnnotationOverride: t.field({
+    type: ToolConnectionRef,
+    authScopes: { authenticated: true },
+    errors: { types: COMMON_ERRORS },
+    description: "Needs (connection, update). The tool's own annotations decide again; NotFoundError when it had no override.",
+    args: { input: t.arg({ type: ClearToolAnnotationOverrideInput, required: true }) },
+    resolve: (_root, args, ctx) => clearToolOverride(ctx, args.input),
   }),
   deleteToolConnection: t.field({
     type: ToolConnectionRef,

@@ -3,7 +3,7 @@
 import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import {

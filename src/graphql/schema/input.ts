@@ -12,3 +12,10 @@ export type WithoutNulls<T> = { [K in keyof T as K extends Nullish<T, K> ? never
  */
 export const clean = <T extends object>(o: T) =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v != null)) as WithoutNulls<T>;
+
+/**
+ * `clean`, except that the named fields keep an explicit null: for updates where null means
+ * "remove it" (an omitted field is absent either way).
+ */
+export const cleanKeepingNull = <T extends object, K extends keyof T>(o: T, keep: readonly K[]) =>
+  Object.fromEntries(Object.entries(o).filter(([k, v]) => v != null || (v === null && keep.includes(k as K)))) as WithoutNulls<Omit<T, K>> & Partial<Pick<T, K>>;

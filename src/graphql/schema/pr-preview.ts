@@ -4,9 +4,9 @@ import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "./workspace.js";
+import { notFoundAsNull } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
-import { stackTarget } from "../../services/stacks.js";
+import { stackTarget } from "../../authz/targets.js";
 import { confirmPrPreview, findReadablePrPreview, requestPrPreview, setStackPrPlanMode } from "../../services/pr-previews.js";
 import { StackRef } from "./stack.js";
 

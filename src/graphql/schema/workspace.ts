@@ -23,9 +23,6 @@ import {
 } from "../../services/workspaces.js";
 import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
 
-// ERRORS, deps, notFoundAsNull and loadUser live in ../helpers.ts; re-exported for code written
-// before the move.
-export { ERRORS, deps, notFoundAsNull, loadUser };
 
 
 

@@ -8,14 +8,19 @@ import { parseInput } from "../parse.js";
 import { LOCKING_TX_OPTIONS } from "../../infra/db.js";
 import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
+import { endpointUrlProblem } from "../../domain/endpoint-url.js";
+import { sealConnectionCredential } from "../../gateway/connection-credential.js";
+import type { Config } from "../../infra/config.js";
 
 /**
  * The agent gateway's identities for a workspace (seed 003): virtual keys (stored as a hash,
- * the plaintext returned once), connections (a tool provider, active or not), and the
- * workspace freeze that stops every delivery in it.
+ * the plaintext returned once), connections (an upstream MCP server, active or not, with its
+ * credential sealed and per-tool destructive overrides), and the workspace freeze that stops
+ * every delivery in it.
  */
 
 type Deps = { db: Database; authz: Authz };
+type ConnectionDeps = Deps & { config: Pick<Config, "approvalSecret"> };
 
 const Name = z
   .string()
@@ -35,6 +40,42 @@ const Provider = z
   .min(1, "A provider is required.")
   .max(64, "A provider is at most 64 characters.")
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "A provider uses letters, digits, '_' and '-'.");
+
+/** The upstream MCP server's Streamable HTTP endpoint. */
+const UpstreamUrl = z.string().superRefine((url, ctx) => {
+  const problem = endpointUrlProblem(url, "set it as the connection's credential");
+  if (problem) ctx.addIssue({ code: "custom", message: `The upstream URL ${problem}.` });
+});
+
+/** Sent as the upstream's Authorization header: one line of printable ASCII. */
+const Credential = z
+  .string()
+  .min(1, "A credential is not empty (send null to remove it).")
+  .max(4096, "A credential is at most 4,096 characters.")
+  .regex(/^[\x20-\x7e]+$/, "A credential is one line of printable ASCII (an Authorization header value, e.g. `Bearer …`).");
+
+const TimeoutMs = z
+  .number()
+  .int("A timeout is a whole number of milliseconds.")
+  .min(100, "A timeout is at least 100 ms.")
+  .max(300_000, "A timeout is at most 300,000 ms (5 minutes).");
+
+/** The upstream's own tool name, as its tools/list names it (no connection namespace). */
+const UpstreamToolName = z
+  .string()
+  .min(1, "A tool name is required.")
+  .max(128, "A tool name is at most 128 characters.")
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9_./-]*$/, "A tool name is the upstream's own name: letters, digits, '_', '-', '.', '/'.");
+
+/** Seals a credential; refused without the approval secret the gateway opens it with. */
+function sealedCredential(config: ConnectionDeps["config"], credential: string | null | undefined): { credentialSealed?: string | null } {
+  if (credential === undefined) return {};
+  if (credential === null) return { credentialSealed: null };
+  if (!config.approvalSecret) {
+    throw new InvalidStateError("Connection", "no_secret", "Storing an upstream credential needs COUNTERSIGN_APPROVAL_SECRET (it is sealed under it).");
+  }
+  return { credentialSealed: sealConnectionCredential(config.approvalSecret, credential) };
+}
 
 // ─── virtual keys ─────────────────────────────────────────────────────────────────────────────
 
@@ -84,16 +125,34 @@ export async function listConnections({ db, authz }: Deps, workspaceId: string) 
   return db.prisma.connection.findMany({ where: { workspaceId }, orderBy: [{ name: "asc" }] });
 }
 
-export async function createConnection({ db, authz }: Deps, raw: unknown) {
+export async function createConnection({ db, authz, config }: ConnectionDeps, raw: unknown) {
   const input = parseInput(
-    z.object({ workspaceId: z.string().min(1), name: ConnectionName, provider: Provider, active: z.boolean().default(true) }),
+    z.object({
+      workspaceId: z.string().min(1),
+      name: ConnectionName,
+      provider: Provider,
+      active: z.boolean().default(true),
+      url: UpstreamUrl.nullish(),
+      credential: Credential.nullish(),
+      timeoutMs: TimeoutMs.nullish(),
+    }),
     raw,
   );
   const workspace = await workspaceInViewerOrg(db, authz, input.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "connection", "create"));
+  const credential = sealedCredential(config, input.credential);
   try {
     return await db.prisma.connection.create({
-      data: { orgId: workspace.orgId, workspaceId: workspace.id, name: input.name, provider: input.provider, active: input.active },
+      data: {
+        orgId: workspace.orgId,
+        workspaceId: workspace.id,
+        name: input.name,
+        provider: input.provider,
+        active: input.active,
+        url: input.url ?? null,
+        timeoutMs: input.timeoutMs ?? null,
+        ...credential,
+      },
     });
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`A connection named ${input.name} already exists in this workspace.`);
@@ -108,14 +167,28 @@ async function connectionInOrg(db: Database, authz: Authz, id: string) {
   return connection;
 }
 
-export async function updateConnection({ db, authz }: Deps, raw: unknown) {
+/**
+ * Changing a connection's provider or upstream URL moves where its tools run: calls held before
+ * the change stay pinned to the old route and are refused at resume (route_changed).
+ * `url`, `credential` and `timeoutMs` take null to remove them.
+ */
+export async function updateConnection({ db, authz, config }: ConnectionDeps, raw: unknown) {
   const input = parseInput(
-    z.object({ id: z.string().min(1), name: ConnectionName.optional(), provider: Provider.optional(), active: z.boolean().optional() }),
+    z.object({
+      id: z.string().min(1),
+      name: ConnectionName.optional(),
+      provider: Provider.optional(),
+      active: z.boolean().optional(),
+      url: UpstreamUrl.nullish(),
+      credential: Credential.nullish(),
+      timeoutMs: TimeoutMs.nullish(),
+    }),
     raw,
   );
   const connection = await connectionInOrg(db, authz, input.id);
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const credential = sealedCredential(config, input.credential);
   try {
     return await db.prisma.connection.update({
       where: { id: connection.id },
@@ -123,6 +196,9 @@ export async function updateConnection({ db, authz }: Deps, raw: unknown) {
         ...(input.name !== undefined ? { name: input.name } : {}),
         ...(input.provider !== undefined ? { provider: input.provider } : {}),
         ...(input.active !== undefined ? { active: input.active } : {}),
+        ...(input.url !== undefined ? { url: input.url } : {}),
+        ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+        ...credential,
       },
     });
   } catch (error) {
@@ -137,6 +213,42 @@ export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "connection", "delete"));
   await db.prisma.connection.delete({ where: { id: connection.id } });
+  return connection;
+}
+
+// ─── per-tool destructive overrides ───────────────────────────────────────────────────────────
+
+/** Each connection's overrides, by upstream tool name. */
+export function listToolOverrides(db: Database, connectionIds: readonly string[]) {
+  return db.prisma.connectionToolOverride.findMany({ where: { connectionId: { in: [...connectionIds] } }, orderBy: [{ tool: "asc" }] });
+}
+
+/**
+ * An admin's word on whether one upstream tool is destructive, over its MCP annotations (the
+ * gate holds destructive calls in production). Needs (connection, update). Returns the connection.
+ */
+export async function setToolOverride({ db, authz }: Deps, raw: unknown) {
+  const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName, destructive: z.boolean() }), raw);
+  const connection = await connectionInOrg(db, authz, input.connectionId);
+  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const by = authz.viewer!.userId;
+  await db.prisma.connectionToolOverride.upsert({
+    where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } },
+    create: { orgId: connection.orgId, connectionId: connection.id, tool: input.tool, destructive: input.destructive, updatedById: by },
+    update: { destructive: input.destructive, updatedById: by },
+  });
+  return connection;
+}
+
+/** Removes an override: the tool's own annotations decide again. NotFound when there was none. */
+export async function clearToolOverride({ db, authz }: Deps, raw: unknown) {
+  const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName }), raw);
+  const connection = await connectionInOrg(db, authz, input.connectionId);
+  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
+  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const { count } = await db.prisma.connectionToolOverride.deleteMany({ where: { connectionId: connection.id, tool: input.tool } });
+  if (count === 0) throw new NotFoundError("ToolAnnotationOverride", input.tool);
   return connection;
 }
 

@@ -13,10 +13,6 @@ export type ScopedWorkspace = {
   stack: { authzGroups: string[] };
 };
 
-// The workspace-family target is authz/targets.ts's workspaceFamilyTarget; re-exported under
-// its old name for code written before the move.
-export { workspaceFamilyTarget as workspaceTarget } from "../../authz/targets.js";
-
 /** A workspace of the viewer's org, or NotFound: another org's workspace never exists for the caller. */
 export async function workspaceInViewerOrg(db: Database, authz: Authz, workspaceId: string): Promise<ScopedWorkspace> {
   await authz.requireMember();
