@@ -222,6 +222,25 @@ describe("a workspace's gate policy set", () => {
     expect((await call("acme/c")).status).toBe(403);
   });
 
+  it("a set's text is read and parsed once per version, not once per call", async () => {
+    const store = createPostgresGatewayStore(w.db.prisma);
+    const loads: string[] = [];
+    const counting = { ...store, loadPolicySet: async (id: string) => (loads.push(id), store.loadPolicySet!(id)) };
+    const gateway = createGateway({ store: counting, stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, executor: async () => ({ ok: true }) });
+    const list = () => gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } } });
+    for (let i = 0; i < 3; i++) expect((await list()).outcome.kind).toBe("executed");
+    expect(loads).toHaveLength(1);
+    await save(CUSTOM, await currentVersion());
+    await list();
+    await list();
+    expect(loads).toHaveLength(2);
+    // A workspace that never saved a set reads nothing: the default is parsed once, up front.
+    const fresh = await workspaceWithKey("never-saved", "dev", false);
+    const before = loads.length;
+    await gateway.handleToolCall({ authorization: `Bearer ${fresh.key}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } } });
+    expect(loads.length).toBe(before);
+  });
+
   it("an unreadable set denies: never an allow, never the default set", async () => {
     const before = w.executions.length;
     // A real database error on the read of the set's text (the key and its version still read).

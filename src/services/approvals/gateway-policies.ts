@@ -294,7 +294,6 @@ export type Simulation = {
 export async function simulateGatewayCall({ db, authz }: Omit<Deps, "events">, raw: unknown): Promise<Simulation> {
   const input = parseInput(SimulateInput, raw);
   const workspace = await policyWorkspace(db, authz, input.workspaceId, "read");
-  const tier = await db.prisma.workspace.findUniqueOrThrow({ where: { id: workspace.id }, select: { production: true } });
   let hash: string;
   try {
     hash = argumentHash(input.arguments ?? {});
@@ -329,7 +328,7 @@ export async function simulateGatewayCall({ db, authz }: Omit<Deps, "events">, r
     destructiveSource = override ? "override" : "name";
   }
   const environment = input.environment ?? workspace.environment;
-  const production = input.production ?? tier.production;
+  const production = input.production ?? workspace.production;
 
   let gate: CedarGate | null = null;
   let policySource: Simulation["policySource"];
