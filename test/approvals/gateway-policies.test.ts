@@ -416,3 +416,28 @@ describe("reading many sets", () => {
     expect(five.count).toBe(two.count);
   });
 });
+
+describe("the check API knows the family", () => {
+  it("(gateway_policy, manage) on a workspace's id: the owner passes, (*, *) through a role does not; (gateway_policy, read) is an ordinary grant", async () => {
+    const everything = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "*", action: "*" }] });
+    const reader = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "gateway_policy", action: "read", resourcePattern: "payments-%" }] });
+    const r = await w.t.gql(
+      `query($checks: [PermissionCheckInput!]!) { checkPermissions(checks: $checks) { __typename ... on QueryCheckPermissionsSuccess { data { allowed decision } } } }`,
+      {
+        checks: [
+          { principalId: w.org.adminId, resourceType: "gateway_policy", action: "manage", resourceId: w.workspace.id },
+          { principalId: everything.userId, resourceType: "gateway_policy", action: "manage", resourceId: w.workspace.id },
+          { principalId: reader.userId, resourceType: "gateway_policy", action: "read", resourceId: w.workspace.id },
+          { principalId: reader.userId, resourceType: "gateway_policy", action: "manage", resourceId: w.workspace.id },
+        ],
+      },
+      w.org.adminToken,
+    );
+    expect(r.data.checkPermissions.data).toEqual([
+      { allowed: true, decision: "SUPER_ADMIN" },
+      { allowed: false, decision: "NO_GRANT" },
+      { allowed: true, decision: "GRANTED" },
+      { allowed: false, decision: "NO_GRANT" },
+    ]);
+  });
+});
