@@ -390,8 +390,8 @@ describe("simulating a call", () => {
 });
 
 describe("reading many sets", () => {
-  it("a workspace list selecting each set in force costs the same statements for two workspaces as for five", async () => {
-    const LIST = `{ workspaces(first: 100) { edges { node { name gatewayPolicySet { version isDefault rules { id kind } author { name } } } } } }`;
+  it("a workspace list selecting each set in force and its history costs the same statements for two workspaces as for five", async () => {
+    const LIST = `{ workspaces(first: 10) { edges { node { name gatewayPolicySet { version isDefault rules { id kind } author { name } } gatewayPolicyVersions(first: 2) { version author { name } } } } } }`;
     const org = await createOrg(w.db);
     const stack = await w.db.prisma.stack.create({ data: { orgId: org.orgId, name: "many" } });
     const addWorkspaces = async (n: number, from: number) => {
@@ -405,7 +405,11 @@ describe("reading many sets", () => {
       const before = w.db.statementCount();
       const r = await w.t.gql(LIST, {}, org.adminToken);
       expect(r.errors).toBeUndefined();
-      return { count: w.db.statementCount() - before, sets: r.data.workspaces.edges.map((e: any) => e.node.gatewayPolicySet.version) };
+      return {
+        count: w.db.statementCount() - before,
+        sets: r.data.workspaces.edges.map((e: any) => e.node.gatewayPolicySet.version),
+        histories: r.data.workspaces.edges.map((e: any) => e.node.gatewayPolicyVersions.map((v: any) => v.version)),
+      };
     };
     await addWorkspaces(2, 0);
     const two = await statements();
@@ -413,6 +417,7 @@ describe("reading many sets", () => {
     const five = await statements();
     expect(two.sets).toEqual([1, 1]);
     expect(five.sets).toEqual([1, 1, 1, 1, 1]);
+    expect(five.histories).toEqual([[1], [1], [1], [1], [1]]);
     expect(five.count).toBe(two.count);
   });
 });

@@ -13,7 +13,7 @@ import {
   listGatewayPolicyVersions,
   NAMING_CONVENTION,
   policySetsInForce,
-  policyVersionsOf,
+  policyVersionsOfMany,
   saveGatewayPolicySet,
   simulateGatewayCall,
   type GatePolicy,
@@ -50,6 +50,23 @@ function setInForce(ctx: Context, workspace: { id: string; orgId: string }): Pro
     setLoaders.set(ctx, loader);
   }
   return loader.load(workspace);
+}
+
+/** The history per workspace, batched per request and per (first, before). */
+const versionLoaders = new WeakMap<Context, Map<string, DataLoader<string, PolicyVersionRow[]>>>();
+function versionsOf(ctx: Context, workspaceId: string, first: number, before: number | null): Promise<PolicyVersionRow[]> {
+  let byArgs = versionLoaders.get(ctx);
+  if (!byArgs) versionLoaders.set(ctx, (byArgs = new Map()));
+  const argsKey = `${first}:${before ?? ""}`;
+  let loader = byArgs.get(argsKey);
+  if (!loader) {
+    loader = new DataLoader(async (ids: readonly string[]) => {
+      const found = await policyVersionsOfMany(ctx.db, ids, { first, before });
+      return ids.map((id) => found.get(id) ?? []);
+    });
+    byArgs.set(argsKey, loader);
+  }
+  return loader.load(workspaceId);
 }
 
 const AuthorRef = builder.objectRef<{ id: string; name: string }>("GatewayPolicyAuthor").implement({
@@ -148,7 +165,7 @@ builder.prismaObjectField("Workspace", "gatewayPolicyVersions", (t) =>
     args: { first: t.arg.int({ defaultValue: 20 }), before: t.arg.int() },
     select: { stack: { select: { authzGroups: true } } },
     resolve: async (w, args, ctx) =>
-      (await canReadPolicySet(ctx.authz, w)) ? policyVersionsOf(ctx.db, w.id, { first: args.first ?? 20, before: args.before ?? null }) : null,
+      (await canReadPolicySet(ctx.authz, w)) ? versionsOf(ctx, w.id, args.first ?? 20, args.before ?? null) : null,
   }),
 );
 

@@ -183,6 +183,29 @@ export function policyVersionsOf(db: Database, workspaceId: string, options: { f
   });
 }
 
+/** policyVersionsOf for many workspaces in one statement (a list selecting each one's history). */
+export async function policyVersionsOfMany(
+  db: Database,
+  workspaceIds: readonly string[],
+  options: { first: number; before?: number | null },
+): Promise<Map<string, PolicyVersionRow[]>> {
+  const ids = [...new Set(workspaceIds)];
+  const out = new Map<string, PolicyVersionRow[]>(ids.map((id) => [id, []]));
+  if (ids.length === 0) return out;
+  const rows = await db.sql.query<Omit<PolicyVersionRow, "author"> & { authorId: string; authorName: string }>(
+    `SELECT id, "orgId", "workspaceId", version, policies, note, "createdAt", "authorId", "authorName" FROM (
+       SELECT v.id, v."orgId", v."workspaceId", v.version, v.policies, v.note, v."createdAt", u.id AS "authorId", u.name AS "authorName",
+              row_number() OVER (PARTITION BY v."workspaceId" ORDER BY v.version DESC) AS n
+         FROM gateway_policy_versions v JOIN users u ON u.id = v."authorId"
+        WHERE v."workspaceId" = ANY($1::text[]) AND ($2::int IS NULL OR v.version < $2::int)) x
+      WHERE n <= $3
+      ORDER BY "workspaceId", version DESC`,
+    [ids, options.before ?? null, Math.min(Math.max(options.first, 1), 100)],
+  );
+  for (const { authorId, authorName, ...row } of rows) out.get(row.workspaceId)!.push({ ...row, createdAt: new Date(row.createdAt), author: { id: authorId, name: authorName } });
+  return out;
+}
+
 const PolicyText = z.string().max(POLICY_TEXT_MAX, `A policy set is at most ${POLICY_TEXT_MAX} characters.`);
 
 const SaveInput = z.object({
