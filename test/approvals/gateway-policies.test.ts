@@ -45,7 +45,7 @@ const SIMULATE = `query Sim($input: SimulateGatewayCallInput!) {
     ... on QuerySimulateGatewayCallSuccess {
       data {
         decision reason policyIds policySource policyVersion tool destructive destructiveSource environment production argumentHash
-        approval { defaultDeny rules { ruleId policyName effect count roleIds userIds } eligibleReviewers { id name } }
+        approval { defaultDeny rules { ruleId policyName effect count roleIds userIds roles { id name } users { id } } eligibleReviewers { id name } }
       }
     }
     ... on ValidationError { issues { field code message } }
@@ -341,7 +341,9 @@ describe("simulating a call", () => {
       argumentHash: argumentHash({ repo: "acme/sim" }),
     });
     expect(sim.data.approval.defaultDeny).toBe(false);
-    expect(sim.data.approval.rules).toEqual([expect.objectContaining({ ruleId: "prod-github-two", effect: "ALLOW", count: 2 })]);
+    expect(sim.data.approval.rules).toEqual([
+      expect.objectContaining({ ruleId: "prod-github-two", effect: "ALLOW", count: 2, roles: [{ id: "system:approval-reviewer", name: expect.any(String) }], users: [] }),
+    ]);
     expect(sim.data.approval.eligibleReviewers.map((r: { id: string }) => r.id).sort()).toEqual(w.reviewers.map((r) => r.userId).sort());
     // And the gateway agrees.
     expect((await w.callTool({ repo: "acme/sim" })).outcome.kind).toBe("approval_required");
@@ -374,6 +376,7 @@ describe("simulating a call", () => {
     const reader = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "gateway_policy", action: "read" }] });
     const sim = await simulate({ tool: "github.delete_repo" }, reader.token);
     expect(sim.data.approval.rules).toHaveLength(1);
+    expect(sim.data.approval.rules[0]).toMatchObject({ roleIds: ["system:approval-reviewer"], roles: null, users: null });
     expect(sim.data.approval.eligibleReviewers).toBeNull();
   });
 

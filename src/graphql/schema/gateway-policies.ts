@@ -240,6 +240,11 @@ const ReviewerRef = builder.objectRef<{ id: string; name: string }>("GatewaySimu
   fields: (t) => ({ id: t.exposeID("id"), name: t.exposeString("name") }),
 });
 
+const NamedRef = builder.objectRef<{ id: string; name: string }>("GatewaySimulatedPrincipal").implement({
+  description: "A role or a user an approval rule names.",
+  fields: (t) => ({ id: t.exposeID("id"), name: t.exposeString("name") }),
+});
+
 const SimulatedRuleRef = builder.objectRef<SimulatedRule>("GatewaySimulatedRule").implement({
   description: "An approval-policy rule the held call would match at ingest (on the tool and the environment name).",
   fields: (t) => ({
@@ -251,6 +256,8 @@ const SimulatedRuleRef = builder.objectRef<SimulatedRule>("GatewaySimulatedRule"
     count: t.int({ nullable: true, resolve: (r) => (r.effect === "allow" ? r.count : null) }),
     roleIds: t.stringList({ resolve: (r) => [...r.roles] }),
     userIds: t.stringList({ resolve: (r) => [...r.userIds] }),
+    roles: t.field({ type: [NamedRef], nullable: true, description: "The roles it selects. Null unless the caller holds (role, read).", resolve: (r) => r.roleNames }),
+    users: t.field({ type: [NamedRef], nullable: true, description: "The users it names. Null unless the caller holds (member, read).", resolve: (r) => r.userNames }),
   }),
 });
 

@@ -278,7 +278,13 @@ const SimulateInput = z.object({
   policies: PolicyText.optional(),
 });
 
-export type SimulatedRule = MatchedRule & { policyName: string };
+export type SimulatedRule = MatchedRule & {
+  policyName: string;
+  /** The roles the rule selects, by name; null unless the caller holds (role, read). */
+  roleNames: { id: string; name: string }[] | null;
+  /** The users the rule names; null unless the caller holds (member, read). */
+  userNames: { id: string; name: string }[] | null;
+};
 
 export type Simulation = {
   orgId: string;
@@ -418,8 +424,27 @@ async function reviewOf(db: Database, authz: Authz, workspace: ScopedWorkspace, 
   const rows = await db.prisma.approvalPolicy.findMany({ where: { workspaceId: workspace.id }, orderBy: { name: "asc" } });
   const names = new Map(rows.map((r) => [r.id, r.name]));
   const match = matchRequest(rows.map(toDomainPolicy), { tool, environment });
-  const rules: SimulatedRule[] = match.matchedRules.map((rule) => ({ ...rule, policyName: names.get(rule.policyId) ?? "" }));
-  if (match.defaultDeny || !(await authz.can({ resourceType: "member", action: "read", matchValue: null, groups: null }))) {
+  const readsMembers = await authz.can({ resourceType: "member", action: "read", matchValue: null, groups: null });
+  const readsRoles = await authz.can({ resourceType: "role", action: "read", matchValue: null, groups: null });
+  const roleIds = [...new Set(match.matchedRules.flatMap((r) => r.roles))];
+  const userIds = [...new Set(match.matchedRules.flatMap((r) => r.userIds))];
+  const [roleRows, userRows] = await Promise.all([
+    readsRoles && roleIds.length > 0
+      ? db.prisma.role.findMany({ where: { id: { in: roleIds }, OR: [{ orgId: workspace.orgId }, { orgId: null }] }, select: { id: true, name: true } })
+      : [],
+    readsMembers && userIds.length > 0
+      ? db.prisma.user.findMany({ where: { id: { in: userIds }, memberships: { some: { orgId: workspace.orgId } } }, select: { id: true, name: true } })
+      : [],
+  ]);
+  const roleName = new Map(roleRows.map((r) => [r.id, r]));
+  const userName = new Map(userRows.map((u) => [u.id, u]));
+  const rules: SimulatedRule[] = match.matchedRules.map((rule) => ({
+    ...rule,
+    policyName: names.get(rule.policyId) ?? "",
+    roleNames: readsRoles ? rule.roles.flatMap((id) => roleName.get(id) ?? []) : null,
+    userNames: readsMembers ? rule.userIds.flatMap((id) => userName.get(id) ?? []) : null,
+  }));
+  if (match.defaultDeny || !readsMembers) {
     return { defaultDeny: match.defaultDeny, rules, eligibleReviewers: match.defaultDeny ? [] : null };
   }
   const [snapshot] = await resolvedSnapshots(db.sql, workspace.orgId, [match.matchedRules]);
