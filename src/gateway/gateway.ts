@@ -3,6 +3,7 @@ import { z } from "zod";
 import { APPROVAL_TOKEN_TTL_SECONDS, claimsMatch, mintApprovalToken, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
 import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
+import { fixedGate, workspaceGates, type GateSource } from "./workspace-gates.js";
 import {
   APPROVAL_CLOSED_HTTP_STATUS,
   approvalClosedJsonRpc,
@@ -77,7 +78,13 @@ export type GatewayOptions = {
   streamKey?: string;
   /** How long a ticket write may take before the call stops as not_ready. Default 2 s. */
   streamWriteTimeoutMs?: number;
-  gate: CedarGate;
+  /**
+   * The gate per workspace: by default each workspace's newest saved policy set, read through
+   * `store.loadPolicySet` (the built-in default set where none is saved; src/gateway/workspace-gates.ts).
+   * `gate` instead applies one fixed gate to every workspace; `gates` is any other source.
+   */
+  gate?: CedarGate;
+  gates?: GateSource;
   /** The HS256 secret control mints approval tokens with. */
   approvalSecret: string | Uint8Array;
   /** Default `obol-control`. */
@@ -264,6 +271,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
   const log: GatewayLogger = options.logger ?? { info() {}, warn() {}, error() {} };
   const serviceTokenDigest = options.serviceToken ? digest(options.serviceToken) : null;
+  const gates = options.gates ?? (options.gate ? fixedGate(options.gate) : workspaceGates(store, { logger: log }));
 
   function gateRequest(key: GatewayKey, route: { connectionId: string; tool: string }, logicalTool: string, approved: boolean, destructive: boolean) {
     return {
@@ -273,13 +281,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       context: { workspace_id: key.workspaceId, connection_id: route.connectionId, logical_tool: logicalTool },
       destructive,
       environment: key.workspace.environment,
+      production: key.workspace.production,
       alreadyApproved: approved,
     };
   }
 
-  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
+  async function decide(key: GatewayKey, request: ReturnType<typeof gateRequest>): Promise<GateDecision> {
+    // The workspace's gate; a set that cannot be read or parsed denies (fail closed).
+    const choice = await gates.gateFor(key);
+    if (!choice.ok) return { decision: "deny", reason: choice.reason, policyIds: [] };
     try {
-      return options.gate.decide(request);
+      return choice.gate.decide(request);
     } catch (error) {
       // A request Cedar cannot evaluate never authorizes anything.
       if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
@@ -540,7 +552,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     const resolved = await resolveTool(route, { live: approvedHeld !== null });
     if ("error" in resolved) return toolUnavailable(rpcId, logicalTool, resolved.error);
 
-    const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null, resolved.destructive));
+    const decision = await decide(key, gateRequest(key, route, logicalTool, approvedHeld !== null, resolved.destructive));
     if (decision.decision === "deny") return denied(rpcId, decision.reason, decision.policyIds);
     if (decision.decision === "approval_required") {
       // Idempotent on the idempotency key: a call that already ran is answered with its
@@ -795,7 +807,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       const retryable = resolved.error.code !== "upstream_error";
       return { status: 503, headers: retryable ? { "Retry-After": "10" } : {}, body: { error: resolved.error.code, retryable, message: resolved.error.message }, outcome: { kind: "not_ready" as const, reason: resolved.error.code } };
     }
-    const decision = decide(gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true, resolved.destructive));
+    const decision = await decide(key, gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true, resolved.destructive));
     if (decision.decision !== "allow") return refuse(403, "denied", { reason: decision.decision === "deny" ? decision.reason : "approval_required", policy_ids: decision.policyIds });
 
     const outcome = await executeHeld(held, body.arguments, resolved.run);

@@ -31,18 +31,31 @@ export type PostgresGatewayStoreOptions = {
 export function createPostgresGatewayStore(prisma: PrismaClient, options: PostgresGatewayStoreOptions = {}): GatewayStore {
   return {
     async findKeyByHash(keyHash) {
-      const key = await prisma.virtualKey.findUnique({
-        where: { keyHash },
-        include: { workspace: { select: { id: true, environment: true, archivedAt: true } } },
-      });
+      // One statement: the key, its workspace (tier included) and the workspace's newest gate
+      // policy version, so a policy set saved by any process is seen on the very next call.
+      const [key] = await prisma.$queryRaw<KeyRow[]>`
+        SELECT k.id, k."workspaceId", k."keyHash", (k."revokedAt" IS NOT NULL) AS revoked,
+               w.environment, w.production, (w."archivedAt" IS NOT NULL) AS archived,
+               COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+          FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
+         WHERE k."keyHash" = ${keyHash}`;
       if (!key) return null;
       return {
         id: key.id,
         workspaceId: key.workspaceId,
         keyHash: key.keyHash,
-        revoked: key.revokedAt !== null,
-        workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+        revoked: key.revoked,
+        workspace: { id: key.workspaceId, environment: key.environment, archived: key.archived, production: key.production, policyVersion: key.policyVersion },
       };
+    },
+
+    async loadPolicySet(workspaceId) {
+      const row = await prisma.gatewayPolicyVersion.findFirst({
+        where: { workspaceId },
+        orderBy: { version: "desc" },
+        select: { workspaceId: true, version: true, policies: true },
+      });
+      return row ?? null;
     },
 
     async resolveRoute(workspaceId, logicalTool) {
@@ -186,6 +199,17 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
     },
   };
 }
+
+type KeyRow = {
+  id: string;
+  workspaceId: string;
+  keyHash: string;
+  revoked: boolean;
+  environment: string;
+  production: boolean;
+  archived: boolean;
+  policyVersion: number;
+};
 
 function toHeld(row: {
   approvalId: string;

@@ -14,8 +14,23 @@ export type GatewayKey = {
   /** sha256 hex of the plaintext key; the plaintext itself is never stored. */
   keyHash: string;
   revoked: boolean;
-  workspace: { id: string; environment: string; archived: boolean };
+  workspace: {
+    id: string;
+    environment: string;
+    archived: boolean;
+    /** The workspace's tier: whether destructive calls here can be held for approval. */
+    production: boolean;
+    /**
+     * The newest saved version of the workspace's gate policy set, read with the key (0: none, the
+     * built-in default set). Undefined when the store does not read it on the hot path: the gateway
+     * then loads the set on every call.
+     */
+    policyVersion?: number;
+  };
 };
+
+/** A workspace's saved Cedar policy set for the gate: the newest version, which is the one in force. */
+export type GatewayPolicySet = { workspaceId: string; version: number; policies: string };
 
 /** Where a logical tool name goes: one connection (provider) and the concrete tool it runs there. */
 export type GatewayRoute = {
@@ -116,6 +131,11 @@ export interface GatewayStore {
   /** The route a logical tool name takes in a workspace, or null when nothing serves it. */
   resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
   findConnection(connectionId: string): Promise<GatewayConnection | null>;
+  /**
+   * The workspace's newest saved gate policy set, or null when it has none (the default set
+   * applies). Throws when it cannot be read: the gateway then denies (fail closed).
+   */
+  loadPolicySet?(workspaceId: string): Promise<GatewayPolicySet | null>;
 
   /**
    * Commits the held record (state AwaitingApproval). Called only after the ticket is on the

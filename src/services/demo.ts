@@ -103,10 +103,10 @@ async function seedApplyGateDemo(
   const { token } = await issueToken(prisma, { userId: erin.id, orgId, name: "demo" });
 
   const prod = await prisma.workspace.create({
-    data: { orgId, stackId: stackIds.get("payments-api")!, name: "payments-prod", environment: "prod", requiredApprovals: 2 },
+    data: { orgId, stackId: stackIds.get("payments-api")!, name: "payments-prod", environment: "prod", production: true, requiredApprovals: 2 },
   });
   await prisma.workspace.create({
-    data: { orgId, stackId: stackIds.get("status-page")!, name: "status-page-prod", environment: "prod", requiredApprovals: 1 },
+    data: { orgId, stackId: stackIds.get("status-page")!, name: "status-page-prod", environment: "prod", production: true, requiredApprovals: 1 },
   });
   await prisma.resourcePolicy.create({
     data: {

@@ -1,5 +1,4 @@
 import { Redis } from "ioredis";
-import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../gateway/cedar-gate.js";
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
@@ -82,7 +81,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
         stream: streamClient(),
         streamKey: config.approvalStream,
-        gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+        // No fixed gate: each workspace's newest saved policy set (or the default), per call.
         approvalSecret: config.approvalSecret,
         tokenIssuer: config.approvalTokenIssuer,
         tokenAudience: config.approvalTokenAudience,

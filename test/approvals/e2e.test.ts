@@ -286,7 +286,7 @@ describe("the gateway mounted on the Countersign server", () => {
       const base = await app.listen();
       const org = await createOrg(app.db);
       const stack = await app.db.prisma.stack.create({ data: { orgId: org.orgId, name: "s" } });
-      const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod" } });
+      const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod", production: true } });
       await app.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
       // Its tools run on the process's in-process demo upstream (src/gateway/demo-upstream.ts).
       await app.db.prisma.connection.updateMany({ where: { workspaceId: ws.id, name: "github" }, data: { url: DEMO_UPSTREAM_URL } });

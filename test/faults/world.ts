@@ -40,7 +40,7 @@ export async function seedWorld(url: string, schema?: string): Promise<FaultWorl
   }
   const reviewer = await addMember(db, org.orgId, { role: "approval-reviewer" });
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: "faults" } });
-  const ws = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "faults-prod", environment: "prod", requiredApprovals: 3 } });
+  const ws = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "faults-prod", environment: "prod", production: true, requiredApprovals: 3 } });
   await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
   const key = generateVirtualKey();
   await db.prisma.virtualKey.create({
