@@ -114,6 +114,7 @@ export function createApp(deps: Infra) {
       viewer,
       authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
       config: deps.config,
+      upstreams: services.approvals.upstreams,
     };
   }
 

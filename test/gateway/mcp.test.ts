@@ -1,11 +1,10 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer } from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { sealConnectionCredential } from "../../src/gateway/connection-credential.js";
 import { APPROVAL_CLOSED_JSONRPC_CODE, APPROVAL_REQUIRED_JSONRPC_CODE } from "../../src/gateway/errors.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
@@ -14,80 +13,13 @@ import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js"
 import { listConnectionTools, UpstreamError } from "../../src/gateway/tools.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { APPROVAL_SECRET, createWorld, vote, type World } from "../approvals/world.js";
+import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
 // Issue 12's gateway: real MCP clients (the SDK's Client on StreamableHTTPClientTransport) talk
 // to the gateway, whose connections are real upstream MCP servers (the SDK's McpServer, on real
 // HTTP ports) — list, allowed calls, held calls, the vote and the one execution, the agent's
 // re-issue with its token, a closed request's retry, an upstream down or slow, the admin's
 // overrides over the annotations. Real PostgreSQL and Redis underneath (test/approvals/world.ts).
-
-type Upstream = { url: string; calls: Map<string, number>; close(): Promise<void>; requests: () => number };
-
-/** An upstream MCP server on its own port: stateless, one McpServer per request. */
-async function startUpstream(options: { credential?: string; port?: number } = {}): Promise<Upstream> {
-  const calls = new Map<string, number>();
-  let requests = 0;
-  const count = (tool: string) => calls.set(tool, (calls.get(tool) ?? 0) + 1);
-  const text = (value: Record<string, unknown>) => ({ content: [{ type: "text" as const, text: JSON.stringify(value) }], structuredContent: value });
-  const build = () => {
-    const s = new McpServer({ name: "test-upstream", version: "1.0.0" });
-    s.registerTool("delete_repo", { description: "Delete a repository.", inputSchema: { repo: z.string() }, annotations: { destructiveHint: true, readOnlyHint: false } }, async ({ repo }) => {
-      count("delete_repo");
-      return text({ deleted: repo, run: calls.get("delete_repo") });
-    });
-    s.registerTool("read_file", { description: "Read a file.", inputSchema: { path: z.string() }, annotations: { readOnlyHint: true } }, async ({ path }) => {
-      count("read_file");
-      return text({ path, content: `contents of ${path}` });
-    });
-    // No hints at all: the fallback (destructive) applies.
-    s.registerTool("plain_tool", { description: "No annotations.", inputSchema: { x: z.number() } }, async ({ x }) => {
-      count("plain_tool");
-      return text({ x });
-    });
-    s.registerTool("fails", { description: "Answers an error result.", annotations: { readOnlyHint: true } }, async () => {
-      count("fails");
-      return { isError: true, content: [{ type: "text" as const, text: "the upstream says no" }] };
-    });
-    s.registerTool("slow", { description: "Takes a second.", annotations: { readOnlyHint: true } }, async () => {
-      count("slow");
-      await new Promise((r) => setTimeout(r, 1_000));
-      return text({ slow: true });
-    });
-    return s;
-  };
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    requests++;
-    if (options.credential && req.headers.authorization !== options.credential) {
-      res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: "unauthorized" }));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      void (async () => {
-        const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown) : undefined;
-        const s = build();
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-        res.on("close", () => void Promise.all([transport.close(), s.close()]).catch(() => {}));
-        await s.connect(transport);
-        await transport.handleRequest(req, res, body);
-      })();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    calls,
-    requests: () => requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 let w: World;
 let upstream: Upstream;
