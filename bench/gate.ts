@@ -11,7 +11,6 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import WebSocket from "ws";
@@ -23,7 +22,7 @@ import { createEventBus } from "../src/infra/events.js";
 import { evaluateLive, loadPlanHead, nextGateVersion } from "../src/services/gate.js";
 import { approvePlan } from "../src/services/plans.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, consume, log, quantile, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, consume, freePort, log, quantile, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CHANGES = 2000;
 const POLICIES = 50;
@@ -210,16 +209,6 @@ async function databaseRows(db: Database, s: Seeded): Promise<BenchRow[]> {
 
 // ── Delivery to another process ──────────────────────────────────────────────────────
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 async function startServer(schema: string): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();

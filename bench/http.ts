@@ -15,7 +15,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
@@ -23,7 +22,7 @@ import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import type { Database } from "../src/infra/db.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, consume, log, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, consume, freePort, log, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 /** Seconds per measured load run; each case runs ROUNDS times per server, alternating; rows give the means. */
@@ -124,16 +123,6 @@ const RAW_WORKSPACE_LIST_SQL = `
 
 // ── Servers ───────────────────────────────────────────────────────────────────────────
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 interface Started {
   url: string;

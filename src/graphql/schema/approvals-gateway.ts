@@ -57,7 +57,6 @@ function toolOverridesOf(ctx: Context, connectionId: string): Promise<Connection
   return loader.load(connectionId);
 }
 
-/** Reached only through its (already authorized) connection: it has no read rule of its own. */
 const DestructiveSourceRef = builder.enumType("ToolDestructiveSource", {
   description: "Why the gate treats a tool as destructive or not.",
   values: {
