@@ -3,7 +3,6 @@ import { cp, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/pro
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
-import { readMigrations, MIGRATIONS_DIR } from "./migrate.js";
 
 /**
  * The embedded default's PostgreSQL (PGlite) in one place: the one factory the server, the
@@ -27,6 +26,8 @@ export function createPglite(dataDir?: string, options: Omit<PGliteOptions, "ext
  * migration's checksum on the copy, as on any database.
  */
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+/** migrate.ts's MIGRATIONS_DIR, restated: migrate.ts imports db.ts, which imports this file. */
+const MIGRATIONS_DIR = path.join(ROOT, "prisma", "migrations");
 export const PGLITE_SNAPSHOT_DIR = path.join(ROOT, "node_modules", ".cache", "countersign", "pglite-snapshot");
 const SNAPSHOT_FORMAT = 1;
 
@@ -37,7 +38,11 @@ export async function pgliteSnapshotKey(migrationsDir = MIGRATIONS_DIR): Promise
   } catch {
     return null; // not the usual layout: no snapshot, the slow path is still right
   }
-  const migrations = (await readMigrations(migrationsDir)).map((m) => [m.name, m.checksum]);
+  // Every migration folder's name and its migration.sql's sha256 (what the runner records).
+  const names = (await readdir(migrationsDir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  const migrations = await Promise.all(
+    names.map(async (name) => [name, createHash("sha256").update(await readFile(path.join(migrationsDir, name, "migration.sql"), "utf8")).digest("hex")]),
+  );
   const described = JSON.stringify({ format: SNAPSHOT_FORMAT, pgliteVersion, extensions: Object.keys(PGLITE_EXTENSIONS).sort(), migrations });
   return createHash("sha256").update(described).digest("hex");
 }
