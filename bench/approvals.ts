@@ -28,6 +28,7 @@ import { log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const ENTRIES = Number(process.env.BENCH_APPROVAL_ENTRIES ?? 10_000);
 const VOTES = Number(process.env.BENCH_APPROVAL_VOTES ?? 30);
+const GATE_CALLS = Number(process.env.BENCH_GATE_CALLS ?? 300);
 const INGEST_TARGET = 2_000;
 const LATENCY_TARGET_MS = 100;
 const DELIVERY_INTERVAL_MS = 25;
@@ -47,7 +48,7 @@ async function seed(db: Database) {
     reviewers.push({ userId: user.id, orgId: org.id, tokenId: "bench", name: user.name, email: user.email, isServiceAccount: false });
   }
   const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
-  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod" } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod", production: true } });
   const connection = await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", provider: "github" } });
   const key = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({
@@ -182,6 +183,43 @@ async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixt
   ];
 }
 
+/**
+ * Issue 12: an allowed tools/call through a gateway that picks each workspace's saved policy set
+ * (the version read with the key, the parsed gate cached under it), beside the same call through
+ * a gateway with one fixed gate. The difference is the per-workspace choice on the hot path.
+ */
+async function gateChoiceRows(db: Database, redis: Redis, f: Fixture, stream: string): Promise<BenchRow[]> {
+  await db.prisma.gatewayPolicyVersion.create({
+    data: { orgId: f.org.id, workspaceId: f.workspace.id, version: 1, policies: DEFAULT_GATEWAY_POLICIES, authorId: f.reviewers[0]!.userId },
+  });
+  const common = { store: createPostgresGatewayStore(db.prisma), stream: redis, streamKey: stream, approvalSecret: SECRET, executor: async () => ({ ok: true }) };
+  const fixed = createGateway({ ...common, gate: createCedarGate(DEFAULT_GATEWAY_POLICIES) });
+  const perWorkspace = createGateway(common);
+  const call = (gateway: typeof fixed) => async () => {
+    const r = await gateway.handleToolCall({ authorization: `Bearer ${f.key}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } } });
+    if (r.outcome.kind !== "executed") throw new Error(`bench call not executed: ${JSON.stringify(r.body)}`);
+  };
+  // Interleaved, so load on the machine and JIT warm-up fall on both alike.
+  const fixedCall = call(fixed);
+  const perWorkspaceCall = call(perWorkspace);
+  const samples: { fixed: number[]; perWorkspace: number[] } = { fixed: [], perWorkspace: [] };
+  for (let i = 0; i < 30; i++) await Promise.all([fixedCall(), perWorkspaceCall()]);
+  for (let i = 0; i < GATE_CALLS; i++) {
+    for (const [name, fn] of (i % 2 === 0 ? [["fixed", fixedCall], ["perWorkspace", perWorkspaceCall]] : [["perWorkspace", perWorkspaceCall], ["fixed", fixedCall]]) as [keyof typeof samples, () => Promise<void>][]) {
+      const start = performance.now();
+      await fn();
+      samples[name].push(performance.now() - start);
+    }
+  }
+  const p50 = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+  const baseline = { p50: p50(samples.fixed) };
+  const measured = { p50: p50(samples.perWorkspace) };
+  log(`gate choice: fixed p50 ${baseline.p50.toFixed(3)} ms, per-workspace p50 ${measured.p50.toFixed(3)} ms over ${GATE_CALLS} calls`);
+  return [
+    row("gateway allowed call, the workspace's saved set (p50)", measured.p50, "ms", { baseline: { name: "one fixed gate", value: baseline.p50 } }),
+  ];
+}
+
 export async function run(): Promise<BenchRow[]> {
   return withBenchSchema(async (db, schema) => {
     const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 3 });
@@ -190,7 +228,11 @@ export async function run(): Promise<BenchRow[]> {
     const latencyStream = `stream:approvals:${schema}:latency`;
     try {
       const fixture = await seed(db);
-      return [...(await ingestRows(db, redis, events, fixture, ingestStream)), ...(await latencyRows(db, redis, events, fixture, latencyStream))];
+      return [
+        ...(await ingestRows(db, redis, events, fixture, ingestStream)),
+        ...(await latencyRows(db, redis, events, fixture, latencyStream)),
+        ...(await gateChoiceRows(db, redis, fixture, latencyStream)),
+      ];
     } finally {
       await redis.del(ingestStream, latencyStream).catch(() => 0);
       redis.disconnect();

@@ -8,9 +8,10 @@ import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticate } from "./auth/authenticate.js";
-import { bearerFrom } from "./auth/tokens.js";
+import { authenticateWithEpoch } from "./auth/authenticate.js";
+import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
+import { EpochCache, type LoadedPrincipal } from "./authz/principal.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
@@ -97,17 +98,23 @@ export function createApp(deps: Infra) {
   // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/infra/operator.ts).
   const operator = createOperatorControls(deps);
 
-  async function buildContext(authorization: string | null | undefined, requestId: string): Promise<Context> {
-    const viewer = await authenticate(db.sql, bearerFrom(authorization));
-    if (viewer) operator.authenticated(authorization);
+  // Principals kept across requests under the authz epoch each request reads with its token.
+  const principals = new EpochCache<LoadedPrincipal>();
+
+  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
+  async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {
+    const authenticated = await authenticateWithEpoch(db.sql, tokenHash);
+    const viewer = authenticated?.viewer ?? null;
+    if (viewer) operator.authenticated(tokenHash!);
     return {
       requestId,
       logger: logger.child({ requestId, userId: viewer?.userId }),
       db,
       events,
       viewer,
-      authz: new Authz(db.sql, viewer),
+      authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
       config: deps.config,
+      upstreams: services.approvals.upstreams,
     };
   }
 
@@ -119,12 +126,23 @@ export function createApp(deps: Infra) {
     graphiql: explorerOptions(),
     renderGraphiQL: renderExplorer,
     landingPage: false,
+    // The body limit is ours, applied before yoga (readBodyWithinLimit below, 413 before parsing);
+    // yoga's own would only re-stream the body already read through a TransformStream.
+    maxRequestBodySize: false,
     cors: operator.cors,
     context: async (initial: YogaInitialContext & { req?: IncomingMessage; connectionParams?: Record<string, unknown> }) => {
       const requestId = initial.request.headers.get("x-request-id") ?? randomUUID();
-      const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
-      const authorization = typeof fromWs === "string" ? fromWs : initial.request.headers.get("authorization");
-      return buildContext(authorization, requestId);
+      // A graphql-ws operation (onSubscribe below always passes connectionParams): its token.
+      if ("connectionParams" in initial) {
+        const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
+        const bearer = typeof fromWs === "string" ? bearerFrom(fromWs) : null;
+        return buildContext(bearer ? hashToken(bearer) : null, requestId);
+      }
+      // An HTTP request: node's req is yoga's server context (requestListener below), its token
+      // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
+      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId);
+      const bearer = bearerFrom(initial.request.headers.get("authorization"));
+      return buildContext(bearer ? hashToken(bearer) : null, requestId);
     },
     maskedErrors: {
       maskError(error, message, isDev) {

@@ -75,6 +75,21 @@ export class InvalidStateError extends AppError {
 }
 
 /**
+ * An upstream MCP server could not be read (no url, unreachable, too slow, or it answered an
+ * error): what was asked of it is not known, never assumed.
+ */
+export class UpstreamUnavailableError extends AppError {
+  readonly code = "UPSTREAM_UNAVAILABLE";
+  constructor(
+    /** upstream_not_configured | upstream_unavailable | upstream_timeout | upstream_error */
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * The apply gate has not passed (seed 000, "The apply gate"). Carries the evaluation that said
  * so, with the version it was taken at, so a client can print exactly what is missing.
  */

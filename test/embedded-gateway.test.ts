@@ -3,6 +3,9 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { verifyApprovalToken } from "../src/gateway/approval-token.js";
 
 /**
@@ -111,11 +114,32 @@ describe("the embedded default runs held tool calls end to end", () => {
     };
     const status = async (id: string) => (await fetch(`${base}/gateway/v1/approvals/${id}`, { headers: { authorization: `Bearer ${agentKey}` } })).json() as Promise<Record<string, unknown>>;
 
-    // Held: nothing runs; the ticket travels on the in-process stream into the inbox.
+    // Any MCP client: the SDK's lists the demo upstream's tools and is held at delete_repo.
+    const sdk = async (headers: Record<string, string> = {}) => {
+      const client = new Client({ name: "newcomer", version: "1.0.0" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(gatewayUrl!.replace("localhost", "127.0.0.1")), { requestInit: { headers: { authorization: `Bearer ${agentKey}`, ...headers } } }));
+      return client;
+    };
+    const client = await sdk();
+    const tools = (await client.listTools()).tools;
+    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(["github.list_repos", "github.delete_repo", "github.create_issue"]));
+    expect(tools.find((t) => t.name === "github.delete_repo")!.annotations).toMatchObject({ destructiveHint: true });
+    expect((await client.callTool({ name: "github.list_repos", arguments: {} })).structuredContent).toMatchObject({ repos: expect.arrayContaining([{ name: "acme/old-service", visibility: "private" }]) });
+    const mcpHeld = await client.callTool({ name: "github.delete_repo", arguments: { repo: "acme/old-service" } }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(mcpHeld).toBeInstanceOf(McpError);
+    expect(mcpHeld).toMatchObject({ code: -32003, data: { error: "approval_required", tool: "github.delete_repo" } });
+    await client.close();
+
+    // Held: nothing runs; the ticket travels on the in-process stream into the inbox. The plain
+    // POST's identical call gets the same ticket (HTTP 423).
     const held = await call();
     expect(held.status).toBe(423);
     const approvalId = String(held.body.error!.data["approval_id"]);
     expect(held.body.error).toMatchObject({ code: -32003, data: { error: "approval_required", tool: "github.delete_repo" } });
+    expect((mcpHeld as McpError).data).toMatchObject({ approval_id: approvalId });
 
     const inbox = await until(() => cli(base, aliceToken!, "inbox"), (r) => r.out.includes(approvalId));
     expect(inbox.code).toBe(0);
@@ -126,7 +150,7 @@ describe("the embedded default runs held tool calls end to end", () => {
     const voted = await cli(base, aliceToken!, "vote", approvalId, "approve");
     expect(voted.code, voted.out).toBe(0);
 
-    // Delivery (in the same process) resumes it: executed once, by the demo executor.
+    // Delivery (in the same process) resumes it: executed once, on the demo upstream.
     const done = await until(() => status(approvalId), (s) => s["execution_status"] === "executed");
     expect(done).toMatchObject({ status: "approved", execution_status: "executed" });
     const token = String(done["approval_token"]);
@@ -135,11 +159,17 @@ describe("the embedded default runs held tool calls end to end", () => {
     const reissued = await call({ "x-obol-approval-id": approvalId, "x-obol-approval-token": token });
     expect(reissued.status).toBe(200);
     expect(reissued.body.result!._meta).toMatchObject({ approval_id: approvalId, replayed: true });
-    expect(reissued.body.result!.structuredContent).toMatchObject({ demo: true, tool: "github.delete_repo" });
-    const invocation = reissued.body.result!.structuredContent["invocation_id"];
+    expect(reissued.body.result!.structuredContent).toMatchObject({ deleted: "acme/old-service", existed: true });
+    const invocation = reissued.body.result!._meta["invocation_id"];
+    const deletedAt = reissued.body.result!.structuredContent["deleted_at"];
     const retried = await call();
-    expect(retried.body.result!._meta).toMatchObject({ replayed: true });
-    expect(retried.body.result!.structuredContent["invocation_id"]).toBe(invocation);
+    expect(retried.body.result!._meta).toMatchObject({ replayed: true, invocation_id: invocation });
+    expect(retried.body.result!.structuredContent["deleted_at"]).toBe(deletedAt);
+    // The SDK client's re-issue with the two headers replays the same execution.
+    const approvedClient = await sdk({ "x-obol-approval-id": approvalId, "x-obol-approval-token": token });
+    const viaSdk = await approvedClient.callTool({ name: "github.delete_repo", arguments: { repo: "acme/old-service" } });
+    expect(viaSdk._meta).toMatchObject({ replayed: true, approval_id: approvalId, invocation_id: invocation });
+    await approvedClient.close();
 
     // Restart on the same folder: the same secrets (its tokens still verify), the same outcome.
     await stop();
@@ -156,6 +186,7 @@ describe("the embedded default runs held tool calls end to end", () => {
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "acme/old-service" } } }),
     });
     const againBody = (await again.json()) as RpcAnswer["body"];
-    expect(againBody.result!.structuredContent["invocation_id"]).toBe(invocation);
+    expect(againBody.result!._meta["invocation_id"]).toBe(invocation);
+    expect(againBody.result!.structuredContent["deleted_at"]).toBe(deletedAt);
   }, 600_000);
 });

@@ -3,28 +3,60 @@ import { checkPermission, listScope, type CompiledPrincipal, type ListScope, typ
 import type { ConcreteAction, ConcreteResourceType } from "../domain/catalog/matrix.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError } from "../errors.js";
 import type { SqlRunner } from "../infra/db.js";
-import { loadPrincipal } from "./principal.js";
+import { loadPrincipal, principalKey, type PrincipalCache } from "./principal.js";
 
 type LoadedPrincipal = CompiledPrincipal & { roleIds: string[] };
+
+/** A principal kept across requests: the process's cache and the epoch this request read with its token. */
+export interface KeptPrincipals {
+  cache: PrincipalCache;
+  /** The authz epoch read in the same statement as the request's token (auth/authenticate.ts). */
+  epoch: number;
+}
 
 /**
  * The request's authorization: the viewer's principal is loaded once per request (or per
  * subscription event) and every check after that is in memory (src/domain/catalog/check.ts).
+ * Given `kept`, the principal comes from the process's cache while the authz epoch the request
+ * read with its token is the one it was kept under (no change to what it is built from has
+ * committed since, in any process); otherwise it is loaded, then kept.
  */
 export class Authz {
   private principalPromise: Promise<LoadedPrincipal> | null = null;
 
-  constructor(private readonly sql: SqlRunner, readonly viewer: Viewer | null) {}
+  constructor(
+    private readonly sql: SqlRunner,
+    readonly viewer: Viewer | null,
+    private kept: KeptPrincipals | null = null,
+  ) {}
 
-  /** Forget the cached principal: the next check reads grants and membership anew. */
+  /**
+   * Forget the cached principal: the next check reads grants and membership anew (a
+   * subscription re-authorizing on an event). The request's epoch is stale by then, so the
+   * process's cache is not consulted again.
+   */
   refresh(): void {
     this.principalPromise = null;
+    this.kept = null;
   }
 
   principal(): Promise<LoadedPrincipal> {
     if (!this.viewer) return Promise.reject(new UnauthenticatedError());
-    this.principalPromise ??= loadPrincipal(this.sql, this.viewer.orgId, this.viewer.userId);
+    this.principalPromise ??= this.loadOrKeep(this.viewer);
     return this.principalPromise;
+  }
+
+  private loadOrKeep(viewer: Viewer): Promise<LoadedPrincipal> {
+    const kept = this.kept;
+    if (!kept) return loadPrincipal(this.sql, viewer.orgId, viewer.userId);
+    const key = principalKey(viewer.orgId, viewer.userId);
+    const hit = kept.cache.at(kept.epoch).get(key);
+    if (hit) return Promise.resolve(hit);
+    // Loaded after the epoch was read, so it reflects every change up to it (EpochCache).
+    return loadPrincipal(this.sql, viewer.orgId, viewer.userId).then((p) => {
+      kept.cache.keep(kept.epoch, [[key, p]]);
+      return p;
+    });
   }
 
   async can(target: Target): Promise<boolean> {

@@ -227,5 +227,10 @@ export class EpochCache<V> {
   }
 }
 
+/** Principals kept across requests, by organization and user (app.ts holds one per process). */
+export type PrincipalCache = EpochCache<LoadedPrincipal>;
+
+export const principalKey = (orgId: string, userId: string) => `${orgId}\u0000${userId}`;
+
 /** The authz epoch now (see EpochCache). */
 export const AUTHZ_EPOCH_SQL = `(SELECT "epoch" FROM "authz_epoch" WHERE "id" = 1)::float8`;

@@ -7,6 +7,9 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import {
+  GatewayPolicySetDocument,
+  SaveGatewayPolicySetDocument,
+  SimulateGatewayCallDocument,
   ApplyPlanDocument,
   ApprovalInboxDocument,
   ApprovalRequestDocument,
@@ -69,6 +72,11 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
                                            every open plan's gate on the workspace
   inbox [--workspace <workspace>]          held tool calls you may decide now
   vote <requestId> approve|deny [--comment <text>]
+  policies <workspace>                     the gateway policy set in force, each policy classified
+  policies save <workspace> <file|-> [--note <text>]
+                                           save the next version (owner-only); Cedar text
+  policies simulate <workspace> <tool> [--args <json>] [--file <draft.cedar>]
+                                           what the gateway would do with the call now
   admin …                                  organizations, users, tokens (direct database access)
 
 States for --until: passed, applying, applied, failed, discarded, finished (any of the last three).
@@ -89,12 +97,15 @@ const OPTIONS = {
   until: { type: "string" },
   comment: { type: "string" },
   message: { type: "string" },
+  note: { type: "string" },
+  args: { type: "string" },
+  file: { type: "string" },
   target: { type: "string", multiple: true },
   timeout: { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const satisfies ParseArgsConfig["options"];
 
-type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; message?: string; target?: string[]; timeout?: string; help: boolean };
+type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; message?: string; note?: string; args?: string; file?: string; target?: string[]; timeout?: string; help: boolean };
 
 class UsageError extends Error {
   override readonly name = "UsageError";
@@ -650,4 +661,89 @@ const plan: Command = async (ctx) => {
   return handler({ ...ctx, args: ctx.args.slice(1) });
 };
 
-const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, withdraw, reserve, release, apply, plan, watch, inbox, vote };
+// -------------------------------------------------------------------------------------------
+// policies …: the gateway's Cedar policy set per workspace (docs/held-tool-calls.md)
+
+const KIND_LABEL: Record<string, string> = { PERMIT: "permit", DENY: "deny", NEEDS_APPROVAL: "needs approval (makes tickets)" };
+
+const policiesShow: Command = async ({ api, args, options, io }) => {
+  const name = arg(args, 0, "<workspace>");
+  noMoreArgs(args, 1);
+  const w = await findWorkspace(api, name);
+  const found = (await api.request(GatewayPolicySetDocument, { workspaceId: w.id })).workspace;
+  const set = found?.gatewayPolicySet;
+  if (!found || !set) throw new CliError("not_found", `You cannot read the gateway policy set of ${name}.`, { hint: "Reading it needs (gateway_policy, read) on the workspace." });
+  if (options.json) return json(io, found), EXIT.ok;
+  const lines = [
+    `${found.name} (${found.environment}${found.production ? ", production" : ""}): ${set.isDefault ? "the default set (nothing saved)" : `version ${set.version}, saved by ${set.author?.name ?? "?"} at ${set.createdAt}${set.note ? ` — ${set.note}` : ""}`}`,
+    ...(set.valid ? set.rules.map((r) => `  ${r.id}: ${KIND_LABEL[r.kind] ?? r.kind}. ${r.explanation}`) : ["  Does not parse: every call is denied.", ...set.issues.map((i) => `  ${i.message}`)]),
+    "",
+    set.namingConvention,
+  ];
+  io.out(lines.join("\n"));
+  return EXIT.ok;
+};
+
+const policiesSave: Command = async ({ api, args, options, io }) => {
+  const name = arg(args, 0, "<workspace>");
+  const file = arg(args, 1, "<file> (Cedar policy text, or - for standard input)");
+  noMoreArgs(args, 2);
+  const text = await readPolicyFile(file);
+  const w = await findWorkspace(api, name);
+  const current = (await api.request(GatewayPolicySetDocument, { workspaceId: w.id })).workspace?.gatewayPolicySet;
+  const saved = unwrap(
+    (await api.request(SaveGatewayPolicySetDocument, { input: { workspaceId: w.id, policies: text, expectedVersion: current?.version ?? 0, note: options.note ?? null } })).saveGatewayPolicySet,
+  );
+  if (options.json) json(io, saved);
+  else io.out(`Saved version ${saved.policySet.version} on ${w.name}: ${saved.policySet.rules.map((r) => `${r.id} (${KIND_LABEL[r.kind] ?? r.kind})`).join(", ")}.`);
+  return EXIT.ok;
+};
+
+const policiesSimulate: Command = async ({ api, args, options, io }) => {
+  const name = arg(args, 0, "<workspace>");
+  const tool = arg(args, 1, "<tool> (<connection>.<operation>)");
+  noMoreArgs(args, 2);
+  let callArgs: unknown;
+  try {
+    callArgs = options.args === undefined ? undefined : JSON.parse(options.args);
+  } catch {
+    throw new UsageError(`--args takes a JSON object (got "${options.args}").`);
+  }
+  const draft = options.file === undefined ? undefined : await readPolicyFile(options.file);
+  const w = await findWorkspace(api, name);
+  const sim = unwrap(
+    (await api.request(SimulateGatewayCallDocument, { input: { workspaceId: w.id, tool, ...(callArgs !== undefined ? { arguments: callArgs } : {}), ...(draft !== undefined ? { policies: draft } : {}) } })).simulateGatewayCall,
+  );
+  if (options.json) return json(io, sim), EXIT.ok;
+  const lines = [`${tool} on ${w.name}: ${sim.decision.toLowerCase().replace("_", " ")}${sim.reason ? ` (${sim.reason})` : ""}${sim.policyIds.length ? ` by ${sim.policyIds.join(", ")}` : ""}`];
+  if (sim.approval) {
+    if (sim.approval.defaultDeny) lines.push("  No approval rule covers it: the request would close at once (default_deny).");
+    for (const r of sim.approval.rules) lines.push(`  rule ${r.ruleId} (${r.policyName}): ${r.effect.toLowerCase()}${r.count ? `, ${r.count} approval${r.count === 1 ? "" : "s"}` : ""}`);
+    if (sim.approval.eligibleReviewers) lines.push(`  could review now: ${sim.approval.eligibleReviewers.map((u) => u.name).join(", ") || "nobody"}`);
+  }
+  io.out(lines.join("\n"));
+  return EXIT.ok;
+};
+
+async function readPolicyFile(path: string): Promise<string> {
+  if (path === "-") {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString("utf8");
+  }
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new CliError("bad_file", `Cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`);
+  }
+}
+
+const POLICY_COMMANDS: Record<string, Command> = { save: policiesSave, simulate: policiesSimulate };
+
+const policies: Command = async (ctx) => {
+  const first = arg(ctx.args, 0, "<workspace>, or save / simulate");
+  const handler = POLICY_COMMANDS[first];
+  return handler ? handler({ ...ctx, args: ctx.args.slice(1) }) : policiesShow(ctx);
+};
+
+const COMMANDS: Record<string, Command> = { whoami, workspaces, workspace, gate, approve, withdraw, reserve, release, apply, plan, watch, inbox, vote, policies };

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { APPROVAL_TOKEN_TTL_SECONDS, claimsMatch, mintApprovalToken, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
 import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import { CedarEvaluationError, type CedarGate, type GateDecision } from "./cedar-gate.js";
+import { fixedGate, workspaceGates, type GateSource } from "./workspace-gates.js";
 import {
   APPROVAL_CLOSED_HTTP_STATUS,
   approvalClosedJsonRpc,
@@ -21,13 +22,18 @@ import {
   notReadyJsonRpc,
 } from "./errors.js";
 import { hashVirtualKey } from "./keys.js";
-import type { ApprovalOutcome, GatewayKey, GatewayStore, HeldInvocation } from "./store.js";
+import type { ApprovalOutcome, GatewayConnection, GatewayKey, GatewayRoute, GatewayStore, HeldInvocation } from "./store.js";
+import { classifyTool, UpstreamError, type DestructiveSource, type UpstreamPool, type UpstreamTool } from "./upstream.js";
 
 /**
  * The gateway's half of held tool calls (seed 003), as a library: a tool gateway embeds it,
  * hands it each `tools/call`, and mounts its resume handler. Countersign mounts it too, so one
  * process can demo the whole flow (src/workers/runtime.ts).
  *
+ * - Tools come from real upstream MCP servers (`upstreams`, src/gateway/upstream.ts): a connection
+ *   with a url serves its upstream's tools as `<connection>.<tool>`, destructive by the tool's
+ *   annotations unless an admin override says otherwise. A gateway may instead pass an `executor`
+ *   for connections without an upstream (destructive then by `isDestructive`, the name guess).
  * - `handleToolCall`: Cedar gate → execute, deny, or hold. Holding writes the ticket to the
  *   approval stream and awaits the write BEFORE committing the held record; a failed write
  *   holds nothing and answers not_ready. The agent-side re-issue (the two approval headers)
@@ -72,7 +78,13 @@ export type GatewayOptions = {
   streamKey?: string;
   /** How long a ticket write may take before the call stops as not_ready. Default 2 s. */
   streamWriteTimeoutMs?: number;
-  gate: CedarGate;
+  /**
+   * The gate per workspace: by default each workspace's newest saved policy set, read through
+   * `store.loadPolicySet` (the built-in default set where none is saved; src/gateway/workspace-gates.ts).
+   * `gate` instead applies one fixed gate to every workspace; `gates` is any other source.
+   */
+  gate?: CedarGate;
+  gates?: GateSource;
   /** The HS256 secret control mints approval tokens with. */
   approvalSecret: string | Uint8Array;
   /** Default `obol-control`. */
@@ -83,8 +95,14 @@ export type GatewayOptions = {
   inboxUrl?: string | undefined;
   /** The bearer token control presents to resume. Without one, resume answers 404. */
   serviceToken?: string | undefined;
-  executor: ToolExecutor;
-  /** Whether a concrete tool is destructive. Default: `isDestructiveByName`. */
+  /** The upstream MCP servers' clients: a connection with a url runs its tools there. */
+  upstreams?: UpstreamPool | undefined;
+  /**
+   * For connections without an upstream url: a function that runs the call (an embedder's own
+   * provider client). Without one, such a connection's calls fail as upstream_unavailable.
+   */
+  executor?: ToolExecutor | undefined;
+  /** Executor connections only: whether a concrete tool is destructive. Default: `isDestructiveByName`. */
   isDestructive?: (tool: string) => boolean;
   now?: () => Date;
   logger?: GatewayLogger;
@@ -107,6 +125,8 @@ export type GatewayResponse = { status: number; headers: Record<string, string>;
 
 export type ToolCallOutcome =
   | { kind: "executed"; replayed: boolean; approvalId: string | null; invocationId: string }
+  /** The upstream could not be reached, timed out, or answered a JSON-RPC error: nothing held. */
+  | { kind: "upstream_failed"; error: string }
   | { kind: "execution_failed"; approvalId: string | null }
   | { kind: "approval_required"; approvalId: string; reused: boolean }
   | { kind: "denied"; reason: string }
@@ -158,6 +178,12 @@ export const GATEWAY_JSONRPC = {
   denied: -32002,
   executionFailed: -32005,
   executionInProgress: -32006,
+  /** -32007 is approval_closed (errors.ts). The upstream is unreachable or not configured. */
+  upstreamUnavailable: -32008,
+  /** The upstream did not answer within the connection's timeout. */
+  upstreamTimeout: -32009,
+  /** The upstream answered a JSON-RPC error outside the standard codes (its code is in data). */
+  upstreamError: -32010,
 } as const;
 
 const DESTRUCTIVE_VERBS = new Set([
@@ -166,9 +192,9 @@ const DESTRUCTIVE_VERBS = new Set([
 ]);
 
 /**
- * The default classifier: a concrete tool is destructive when a word of its operation
- * (`github.delete_repo` → `delete`, `repo`) is a destructive verb. Gateways with a tool catalog
- * pass their own `isDestructive`.
+ * The classifier for executor connections (no upstream, so no annotations): a concrete tool is
+ * destructive when a word of its operation (`github.delete_repo` → `delete`, `repo`) is a
+ * destructive verb. Upstream tools never use it: their annotations decide (`classifyTool`).
  */
 export function isDestructiveByName(tool: string): boolean {
   const operation = tool.slice(tool.indexOf(".") + 1);
@@ -177,8 +203,18 @@ export function isDestructiveByName(tool: string): boolean {
 
 // ─── the gateway ──────────────────────────────────────────────────────────────────────────────
 
+/** One tool of `tools/list`, as MCP lists it, namespaced by its connection. */
+export type ListedTool = { name: string; title?: string; description?: string; inputSchema: UpstreamTool["inputSchema"]; outputSchema?: UpstreamTool["outputSchema"]; annotations?: UpstreamTool["annotations"] };
+
 export type Gateway = {
   handleToolCall(input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }>;
+  /**
+   * `tools/list` for a virtual key: the active connections' upstream tools, `<connection>.<tool>`.
+   * A connection whose upstream cannot be read is left out (and its calls fail closed).
+   */
+  listTools(input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }>;
+  /** Whether the Authorization header carries a live virtual key. */
+  authenticate(input: { authorization: string | null | undefined }): Promise<boolean>;
   resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }>;
   /**
    * The agent's side of the outcome: its request's status (and, approved, its approval token),
@@ -235,27 +271,83 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
   const log: GatewayLogger = options.logger ?? { info() {}, warn() {}, error() {} };
   const serviceTokenDigest = options.serviceToken ? digest(options.serviceToken) : null;
+  const gates = options.gates ?? (options.gate ? fixedGate(options.gate) : workspaceGates(store, { logger: log }));
 
-  function gateRequest(key: GatewayKey, route: { connectionId: string; tool: string }, logicalTool: string, approved: boolean) {
+  function gateRequest(key: GatewayKey, route: { connectionId: string; tool: string }, logicalTool: string, approved: boolean, destructive: boolean) {
     return {
       principal: { type: "VirtualKey", id: key.id },
       action: { type: "Action", id: "tools/call" },
       resource: { type: "Tool", id: route.tool },
       context: { workspace_id: key.workspaceId, connection_id: route.connectionId, logical_tool: logicalTool },
-      destructive: isDestructive(route.tool),
+      destructive,
       environment: key.workspace.environment,
+      production: key.workspace.production,
       alreadyApproved: approved,
     };
   }
 
-  function decide(request: ReturnType<typeof gateRequest>): GateDecision {
+  async function decide(key: GatewayKey, request: ReturnType<typeof gateRequest>): Promise<GateDecision> {
+    // The workspace's gate; a set that cannot be read or parsed denies (fail closed).
+    const choice = await gates.gateFor(key);
+    if (!choice.ok) return { decision: "deny", reason: choice.reason, policyIds: [] };
     try {
-      return options.gate.decide(request);
+      return choice.gate.decide(request);
     } catch (error) {
       // A request Cedar cannot evaluate never authorizes anything.
       if (error instanceof CedarEvaluationError) return { decision: "deny", reason: "forbidden", policyIds: [] };
       throw error;
     }
+  }
+
+  type ResolvedTool = {
+    destructive: boolean;
+    source: DestructiveSource;
+    run: (call: ExecuteCall) => Promise<CallResult>;
+  };
+
+  /**
+   * What the call runs on and whether it is destructive. Fails closed: when the upstream's tools
+   * cannot be read, the call is not treated as non-destructive, it fails (upstream_unavailable).
+   */
+  async function resolveTool(
+    route: Pick<GatewayRoute, "tool" | "upstream" | "upstreamTool" | "override">,
+    how: { live?: boolean } = {},
+  ): Promise<ResolvedTool | { error: UpstreamError | "unknown_tool" }> {
+    const override = route.override ?? null;
+    const upstream = route.upstream;
+    if (options.upstreams && upstream?.url) {
+      const pool = options.upstreams;
+      const name = route.upstreamTool ?? route.tool.slice(route.tool.indexOf(".") + 1);
+      let tool: UpstreamTool | null;
+      try {
+        tool = await pool.tool(upstream, name);
+      } catch (error) {
+        if (error instanceof UpstreamError) return { error };
+        throw error;
+      }
+      if (!tool) return { error: "unknown_tool" };
+      // Before a held call's execution is claimed (once claimed, a failure is final): the
+      // upstream answers now, so an upstream that is down is a retry, not a failed execution.
+      if (how.live) {
+        try {
+          await pool.ping(upstream);
+        } catch (error) {
+          if (error instanceof UpstreamError) return { error };
+          throw error;
+        }
+      }
+      const c = classifyTool(tool, override);
+      return { ...c, run: (call) => pool.call(upstream, name, call.arguments) };
+    }
+    if (options.executor) {
+      const executor = options.executor;
+      return {
+        destructive: override ?? isDestructive(route.tool),
+        source: override !== null ? "override" : "fallback",
+        run: async (call) => asCallResult(await executor(call)),
+      };
+    }
+    return { error: new UpstreamError("upstream_not_configured", upstream?.url ? "this gateway reaches no upstream MCP servers" : "the connection has no upstream MCP server") };
   }
 
   /**
@@ -266,6 +358,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   async function executeHeld(
     held: HeldInvocation,
     args: Record<string, unknown>,
+    run: ResolvedTool["run"],
   ): Promise<{ ok: true; replayed: boolean; result: unknown } | { ok: false; inProgress: boolean; error: string }> {
     const claim = await store.claimExecution({
       virtualKeyId: held.virtualKeyId,
@@ -297,7 +390,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     };
     let result: unknown;
     try {
-      result = await options.executor(call);
+      result = await run(call);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       await marking;
@@ -315,7 +408,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   /** Writes the ticket, awaits the write, then commits the held record (seed: "What the agent sees"). */
   async function hold(
     key: GatewayKey,
-    route: { connectionId: string; provider: string; tool: string },
+    route: { connectionId: string; provider: string; tool: string; upstream?: { url: string | null } | undefined },
+    destructive: boolean,
     logicalTool: string,
     args: Record<string, unknown>,
     idempotencyKey: string,
@@ -334,7 +428,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         tool: route.tool,
         ...(logicalTool !== route.tool ? { logical_tool: logicalTool } : {}),
         environment: key.workspace.environment,
-        destructive: isDestructive(route.tool),
+        destructive,
         arguments: args,
         idempotency_key: idempotencyKey,
         ...(amountUsd !== undefined ? { amount_usd: amountUsd } : {}),
@@ -357,6 +451,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         virtualKeyId: key.id,
         connectionId: route.connectionId,
         provider: route.provider,
+        upstreamUrl: route.upstream?.url ?? null,
         tool: route.tool,
         logicalTool: logicalTool !== route.tool ? logicalTool : null,
         invocationId,
@@ -393,10 +488,16 @@ export function createGateway(options: GatewayOptions): Gateway {
     const args = params.data.arguments ?? {};
 
     const plaintext = bearer(input.authorization);
-    const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
+    let key: GatewayKey | null = null;
+    let route: GatewayRoute | null = null;
+    if (plaintext && store.resolveCall) {
+      ({ key, route } = await store.resolveCall(hashVirtualKey(plaintext), logicalTool));
+    } else if (plaintext) {
+      key = await store.findKeyByHash(hashVirtualKey(plaintext));
+      route = key ? await store.resolveRoute(key.workspaceId, logicalTool) : null;
+    }
     if (!key || key.revoked || key.workspace.archived) return rejected(rpcId, 401, GATEWAY_JSONRPC.unauthorized, "unauthorized", "send a live virtual key as `Authorization: Bearer <key>`");
 
-    const route = await store.resolveRoute(key.workspaceId, logicalTool);
     if (!route) return rejected(rpcId, 404, GATEWAY_JSONRPC.invalidParams, "unknown_tool", `no connection of this workspace serves ${logicalTool}`);
     if (!route.active) return denied(rpcId, "connection_inactive", []);
 
@@ -448,7 +549,10 @@ export function createGateway(options: GatewayOptions): Gateway {
       return { ...rpcError(rpcId, NOT_READY_HTTP_STATUS, nr.code, nr.message, nr.data, notReadyHttp("held_record_missing").headers), outcome: { kind: "not_ready", reason: "held_record_missing" } };
     }
 
-    const decision = decide(gateRequest(key, route, logicalTool, approvedHeld !== null));
+    const resolved = await resolveTool(route, { live: approvedHeld !== null });
+    if ("error" in resolved) return toolUnavailable(rpcId, logicalTool, resolved.error);
+
+    const decision = await decide(key, gateRequest(key, route, logicalTool, approvedHeld !== null, resolved.destructive));
     if (decision.decision === "deny") return denied(rpcId, decision.reason, decision.policyIds);
     if (decision.decision === "approval_required") {
       // Idempotent on the idempotency key: a call that already ran is answered with its
@@ -469,22 +573,22 @@ export function createGateway(options: GatewayOptions): Gateway {
           return { ...rpcError(rpcId, APPROVAL_CLOSED_HTTP_STATUS, err.code, err.message, err.data), outcome: { kind: "approval_closed", approvalId: closed.approvalId, status: closed.status } };
         }
         const awaiting = await store.findAwaiting(key.id, idempotencyKey, hash, now());
-        if (awaiting && awaiting.connectionId === route.connectionId && awaiting.provider === route.provider && awaiting.tool === route.tool) {
+        if (awaiting && awaiting.connectionId === route.connectionId && awaiting.provider === route.provider && (awaiting.upstreamUrl ?? null) === (route.upstream?.url ?? null) && awaiting.tool === route.tool) {
           return approvalRequired(rpcId, awaiting.approvalId, logicalTool, awaiting.expiresAt, true);
         }
       }
-      return hold(key, route, logicalTool, args, idempotencyKey, rpcId, amountUsd);
+      return hold(key, route, resolved.destructive, logicalTool, args, idempotencyKey, rpcId, amountUsd);
     }
 
     if (approvedHeld) {
       if (now().getTime() >= approvedHeld.expiresAt.getTime()) return denied(rpcId, "approval_expired", []);
-      const outcome = await executeHeld(approvedHeld, args);
+      const outcome = await executeHeld(approvedHeld, args, resolved.run);
       return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
     }
     // Allowed outright (not held): execute directly.
     const invocationId = `inv_${randomUUID()}`;
     try {
-      const result = await options.executor({
+      const result = await resolved.run({
         approvalId: null,
         invocationId,
         workspaceId: key.workspaceId,
@@ -496,11 +600,39 @@ export function createGateway(options: GatewayOptions): Gateway {
         arguments: args,
         idempotencyKey,
       });
-      return { ...rpcResult(rpcId, toJsonValue(result), { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
+      return { ...rpcResult(rpcId, result, { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
     } catch (error) {
+      if (error instanceof UpstreamError) return toolUnavailable(rpcId, logicalTool, error);
       const message = error instanceof Error ? error.message : String(error);
       return { ...rpcError(rpcId, 502, GATEWAY_JSONRPC.executionFailed, "execution_failed", { error: "execution_failed", message }), outcome: { kind: "execution_failed", approvalId: null } };
     }
+  }
+
+  async function liveKey(authorization: string | null | undefined): Promise<GatewayKey | null> {
+    const plaintext = bearer(authorization);
+    const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
+    return key && !key.revoked && !key.workspace.archived ? key : null;
+  }
+
+  async function listTools(input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }> {
+    const key = await liveKey(input.authorization);
+    if (!key) return { ok: false, status: 401 };
+    const connections = store.listConnections ? await store.listConnections(key.workspaceId) : [];
+    const pool = options.upstreams;
+    const lists = await Promise.all(
+      connections
+        .filter((c): c is GatewayConnection & { name: string } => c.active && typeof c.name === "string" && Boolean(c.upstream?.url) && pool !== undefined)
+        .map(async (c) => {
+          try {
+            const tools = await pool!.tools(c.upstream!);
+            return tools.map((t) => listedTool(c.name, t, c.overrides?.[t.name] ?? null));
+          } catch (error) {
+            log.warn({ connectionId: c.id, err: String(error) }, "upstream tools unreadable: left out of tools/list");
+            return [];
+          }
+        }),
+    );
+    return { ok: true, tools: lists.flat() };
   }
 
   function executionResponse(
@@ -510,7 +642,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     outcome: Awaited<ReturnType<typeof executeHeld>>,
   ): GatewayResponse & { outcome: ToolCallOutcome } {
     if (outcome.ok) {
-      return { ...rpcResult(rpcId, outcome.result, { invocation_id: invocationId, approval_id: approvalId, replayed: outcome.replayed }), outcome: { kind: "executed", replayed: outcome.replayed, approvalId, invocationId } };
+      return { ...rpcResult(rpcId, asCallResult(outcome.result), { invocation_id: invocationId, approval_id: approvalId, replayed: outcome.replayed }), outcome: { kind: "executed", replayed: outcome.replayed, approvalId, invocationId } };
     }
     if (outcome.inProgress) {
       return { ...rpcError(rpcId, 409, GATEWAY_JSONRPC.executionInProgress, "execution_in_progress", { error: "execution_in_progress", retryable: true }), outcome: { kind: "not_ready", reason: "execution_in_progress" } };
@@ -663,12 +795,22 @@ export function createGateway(options: GatewayOptions): Gateway {
     // provider"): the connection must still point at the provider the hold saw, which is also the
     // provider of the concrete tool. Otherwise refuse; nothing runs anywhere.
     if (connection.provider !== held.provider) return refuse(409, "route_changed", { held_provider: held.provider });
+    // The upstream is pinned the same way: a connection now pointing at another url is refused.
+    if ((connection.upstream?.url ?? null) !== (held.upstreamUrl ?? null)) return refuse(409, "route_changed", { held_upstream_url: held.upstreamUrl ?? null });
     if (now().getTime() >= held.expiresAt.getTime()) return refuse(410, "approval_expired");
     const logicalTool = held.logicalTool ?? held.tool;
-    const decision = decide(gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true));
+    const upstreamTool = held.tool.slice(held.tool.indexOf(".") + 1);
+    const resolved = await resolveTool({ tool: held.tool, upstream: connection.upstream, upstreamTool, override: connection.overrides?.[upstreamTool] ?? null }, { live: true });
+    if ("error" in resolved) {
+      // Nothing was claimed: the delivery may try again once the upstream is back.
+      if (resolved.error === "unknown_tool") return refuse(409, "unknown_tool");
+      const retryable = resolved.error.code !== "upstream_error";
+      return { status: 503, headers: retryable ? { "Retry-After": "10" } : {}, body: { error: resolved.error.code, retryable, message: resolved.error.message }, outcome: { kind: "not_ready" as const, reason: resolved.error.code } };
+    }
+    const decision = await decide(key, gateRequest(key, { connectionId: held.connectionId, tool: held.tool }, logicalTool, true, resolved.destructive));
     if (decision.decision !== "allow") return refuse(403, "denied", { reason: decision.decision === "deny" ? decision.reason : "approval_required", policy_ids: decision.policyIds });
 
-    const outcome = await executeHeld(held, body.arguments);
+    const outcome = await executeHeld(held, body.arguments, resolved.run);
     if (outcome.ok) {
       return {
         status: 200,
@@ -683,7 +825,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { status: 502, headers: {}, body: { error: "execution_failed", retryable: false, message: outcome.error }, outcome: { kind: "execution_failed" } };
   }
 
-  return { handleToolCall, resume, approvalStatus, streamKey };
+  return { handleToolCall, listTools, authenticate: async (input) => (await liveKey(input.authorization)) !== null, resume, approvalStatus, streamKey };
 }
 
 // ─── helpers ──────────────────────────────────────────────────────────────────────────────────
@@ -694,15 +836,50 @@ function rpcError(id: RpcId, status: number, code: number, message: string, data
   return { status, headers, body: { jsonrpc: "2.0", id, error: { code, message, data } } };
 }
 
-function rpcResult(id: RpcId, value: unknown, meta: Record<string, unknown>): GatewayResponse {
+/** An MCP `tools/call` result (what an upstream answers; what the gateway stores and replays). */
+export type CallResult = { content: unknown[]; structuredContent?: Record<string, unknown>; isError?: boolean; _meta?: Record<string, unknown>; [k: string]: unknown };
+
+/** An upstream's result passes through; an executor's value (or a result stored before upstreams) becomes one. */
+function asCallResult(value: unknown): CallResult {
+  if (isPlainObject(value) && Array.isArray(value["content"])) return toJsonValue(value) as CallResult;
+  const json = toJsonValue(value);
+  return { content: [{ type: "text", text: JSON.stringify(json) }], ...(isPlainObject(json) ? { structuredContent: json } : {}), isError: false };
+}
+
+function rpcResult(id: RpcId, result: CallResult, meta: Record<string, unknown>): GatewayResponse {
+  return { status: 200, headers: {}, body: { jsonrpc: "2.0", id, result: { ...result, _meta: { ...(isPlainObject(result._meta) ? result._meta : {}), ...meta } } } };
+}
+
+/** The standard JSON-RPC codes an upstream's error keeps; any other becomes upstream_error (never one of the gateway's own). */
+const PASSED_THROUGH_CODES = new Set([-32600, -32601, -32602, -32603]);
+
+function toolUnavailable(id: RpcId, tool: string, error: UpstreamError | "unknown_tool"): GatewayResponse & { outcome: ToolCallOutcome } {
+  if (error === "unknown_tool") return rejected(id, 404, GATEWAY_JSONRPC.invalidParams, "unknown_tool", `the upstream does not serve ${tool}`);
+  const data = { error: error.code, tool, message: error.message, retryable: error.code !== "upstream_error" };
+  const outcome = { kind: "upstream_failed" as const, error: error.code };
+  switch (error.code) {
+    case "upstream_timeout":
+      return { ...rpcError(id, 504, GATEWAY_JSONRPC.upstreamTimeout, "upstream_timeout", data), outcome };
+    case "upstream_error": {
+      const code = error.upstreamCode !== undefined && PASSED_THROUGH_CODES.has(error.upstreamCode) ? error.upstreamCode : GATEWAY_JSONRPC.upstreamError;
+      return { ...rpcError(id, 502, code, error.message, { ...data, upstream_code: error.upstreamCode ?? null }), outcome };
+    }
+    default:
+      return { ...rpcError(id, 502, GATEWAY_JSONRPC.upstreamUnavailable, "upstream_unavailable", { ...data, error: "upstream_unavailable", reason: error.code }), outcome };
+  }
+}
+
+function listedTool(connection: string, t: UpstreamTool, override: boolean | null): ListedTool {
+  const c = classifyTool(t, override);
+  // The annotations an agent sees say what the gate will do: an override shows as the hint.
+  const annotations = c.source === "override" ? { ...t.annotations, destructiveHint: c.destructive, ...(c.destructive ? { readOnlyHint: false } : {}) } : t.annotations;
   return {
-    status: 200,
-    headers: {},
-    body: {
-      jsonrpc: "2.0",
-      id,
-      result: { content: [{ type: "text", text: JSON.stringify(value ?? null) }], structuredContent: value ?? null, isError: false, _meta: meta },
-    },
+    name: `${connection}.${t.name}`,
+    ...(t.title !== undefined ? { title: t.title } : {}),
+    ...(t.description !== undefined ? { description: t.description } : {}),
+    inputSchema: t.inputSchema,
+    ...(t.outputSchema !== undefined ? { outputSchema: t.outputSchema } : {}),
+    ...(annotations !== undefined ? { annotations } : {}),
   };
 }
 
@@ -717,7 +894,7 @@ function denied(id: RpcId, reason: string, policyIds: string[]): GatewayResponse
 function heldMatchesLive(
   held: HeldInvocation,
   key: GatewayKey,
-  route: { connectionId: string; provider: string; tool: string },
+  route: { connectionId: string; provider: string; tool: string; upstream?: { url: string | null } | undefined },
   logicalTool: string,
   hash: string,
   idempotencyKey: string,
@@ -727,6 +904,8 @@ function heldMatchesLive(
     held.virtualKeyId === key.id &&
     held.connectionId === route.connectionId &&
     held.provider === route.provider &&
+    // The upstream is pinned too: a connection now pointing elsewhere is not the held call's route.
+    (held.upstreamUrl ?? null) === (route.upstream?.url ?? null) &&
     held.tool === route.tool &&
     (held.logicalTool ?? held.tool) === logicalTool &&
     held.argumentHash === hash &&

@@ -1,10 +1,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER, RESUME_PATH, type Gateway, type GatewayResponse } from "./gateway.js";
 import { jsonTextProblem } from "../domain/text.js";
+import { createMcpHandler } from "./mcp.js";
 
 /**
- * The gateway's HTTP surface, for node:http servers: `POST <toolsPath>` takes a JSON-RPC
- * `tools/call` (MCP over plain HTTP POST), `POST /internal/v1/approvals/resume` is the
+ * The gateway's HTTP surface, for node:http servers. `<toolsPath>` serves two clients: a request
+ * whose Accept lists `text/event-stream` (every MCP Streamable HTTP client must send it) is
+ * served by the MCP transport (src/gateway/mcp.ts: initialize, ping, tools/list, tools/call);
+ * any other POST is the plain JSON-RPC `tools/call` with HTTP statuses (423 for a held call).
+ * `POST /internal/v1/approvals/resume` is the
  * service-authenticated resume. Returns false for any other path, so it composes with other
  * routes (Countersign mounts it through services.http).
  */
@@ -28,6 +32,7 @@ export function createGatewayHttpHandler(gateway: Gateway, options: GatewayHttpO
   const resumePath = options.resumePath ?? RESUME_PATH;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const approvalsPrefix = options.approvalsPath === undefined ? "/v1/approvals/" : options.approvalsPath === null ? null : `${options.approvalsPath.replace(/\/+$/, "")}/`;
+  const mcp = createMcpHandler(gateway);
 
   return async (req, res, url = new URL(req.url ?? "/", "http://localhost")) => {
     if (approvalsPrefix !== null && url.pathname.startsWith(approvalsPrefix)) {
@@ -48,13 +53,19 @@ export function createGatewayHttpHandler(gateway: Gateway, options: GatewayHttpO
     const isResume = url.pathname === resumePath;
     const isTools = toolsPath !== null && url.pathname === toolsPath;
     if (!isResume && !isTools) return false;
+    const streamable = isTools && /text\/event-stream/i.test(String(req.headers.accept ?? ""));
     if (req.method !== "POST") {
+      // Stateless: no standalone stream to GET and no session to DELETE (the client expects 405).
       send(res, { status: 405, headers: { allow: "POST" }, body: { error: "method_not_allowed" } });
       return true;
     }
     const body = await readJson(req, maxBodyBytes);
     if (!body.ok) {
       send(res, { status: body.status, headers: {}, body: { error: body.error, ...body.detail } });
+      return true;
+    }
+    if (streamable) {
+      await mcp(req, res, body.value);
       return true;
     }
     const header = (name: string) => {

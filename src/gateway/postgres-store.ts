@@ -3,7 +3,7 @@ import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
 import type { ApprovalStatus } from "./errors.js";
-import { providerOfTool, type Execution, type ExecutionState, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
+import { providerOfTool, type Execution, type ExecutionState, type GatewayConnection, type GatewayKey, type GatewayRoute, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
 /**
  * The gateway's store on Countersign's PostgreSQL: keys, workspaces and connections are the
@@ -21,38 +21,79 @@ export type PostgresGatewayStoreOptions = {
    * carries no token (fail closed). Countersign passes src/services/approvals/authority.ts.
    */
   authority?: ((approvalId: string) => Promise<string | null>) | undefined;
+  /**
+   * The database's own driver, for the hot path's one query (a prepared statement, without
+   * Prisma's raw-query layer). Without it the query runs through Prisma.
+   */
+  sql?: SqlRunner | undefined;
 };
 
 export function createPostgresGatewayStore(prisma: PrismaClient, options: PostgresGatewayStoreOptions = {}): GatewayStore {
   return {
     async findKeyByHash(keyHash) {
-      const key = await prisma.virtualKey.findUnique({
-        where: { keyHash },
-        include: { workspace: { select: { id: true, environment: true, archivedAt: true } } },
-      });
+      // One statement: the key, its workspace (tier included) and the workspace's newest gate
+      // policy version, so a policy set saved by any process is seen on the very next call.
+      const [key] = await prisma.$queryRaw<KeyRow[]>`
+        SELECT k.id, k."workspaceId", k."keyHash", (k."revokedAt" IS NOT NULL) AS revoked,
+               w.environment, w.production, (w."archivedAt" IS NOT NULL) AS archived,
+               COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+          FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
+         WHERE k."keyHash" = ${keyHash}`;
       if (!key) return null;
       return {
         id: key.id,
         workspaceId: key.workspaceId,
         keyHash: key.keyHash,
-        revoked: key.revokedAt !== null,
-        workspace: { id: key.workspace.id, environment: key.workspace.environment, archived: key.workspace.archivedAt !== null },
+        revoked: key.revoked,
+        workspace: { id: key.workspaceId, environment: key.environment, archived: key.archived, production: key.production, policyVersion: key.policyVersion },
       };
     },
 
+    async loadPolicySet(workspaceId) {
+      const row = await prisma.gatewayPolicyVersion.findFirst({
+        where: { workspaceId },
+        orderBy: { version: "desc" },
+        select: { workspaceId: true, version: true, policies: true },
+      });
+      return row ?? null;
+    },
+
     async resolveRoute(workspaceId, logicalTool) {
-      const dot = logicalTool.indexOf(".");
-      if (dot <= 0 || dot === logicalTool.length - 1) return null;
-      const name = logicalTool.slice(0, dot);
-      const operation = logicalTool.slice(dot + 1);
-      const connection = await prisma.connection.findUnique({ where: { workspaceId_name: { workspaceId, name } } });
+      const split = splitLogicalTool(logicalTool);
+      if (!split) return null;
+      const connection = await prisma.connection.findUnique({
+        where: { workspaceId_name: { workspaceId, name: split.name } },
+        include: { toolOverrides: { where: { tool: split.operation }, select: { destructive: true } } },
+      });
       if (!connection) return null;
-      return { connectionId: connection.id, provider: connection.provider, tool: `${connection.provider}.${operation}`, active: connection.active };
+      return toRoute(connection, split.operation, connection.toolOverrides[0]?.destructive ?? null);
+    },
+
+    async resolveCall(keyHash, logicalTool) {
+      // One round trip: key, workspace, the connection named by the tool's namespace, and its
+      // override for the tool (and the workspace's gate policy version).
+      const split = splitLogicalTool(logicalTool);
+      type Row = { k: KeyJson; w: WorkspaceJson; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
+      const params = [keyHash, split?.name ?? "", split?.operation ?? ""];
+      const rows = options.sql ? await options.sql.query<Row>(RESOLVE_CALL_SQL, params, { prepare: true }) : await prisma.$queryRawUnsafe<Row[]>(RESOLVE_CALL_SQL, ...params);
+      const row = rows[0];
+      if (!row) return { key: null, route: null };
+      const key = toGatewayKey({ ...row.k, workspace: row.w }, row.policyVersion);
+      return { key, route: split && row.c ? toRoute(row.c, split.operation, row.o) : null };
+    },
+
+    async listConnections(workspaceId) {
+      const rows = await prisma.connection.findMany({
+        where: { workspaceId },
+        include: { toolOverrides: { select: { tool: true, destructive: true } } },
+        orderBy: { name: "asc" },
+      });
+      return rows.map((c) => toConnection(c, c.toolOverrides));
     },
 
     async findConnection(connectionId) {
-      const c = await prisma.connection.findUnique({ where: { id: connectionId } });
-      return c ? { id: c.id, workspaceId: c.workspaceId, provider: c.provider, active: c.active } : null;
+      const c = await prisma.connection.findUnique({ where: { id: connectionId }, include: { toolOverrides: { select: { tool: true, destructive: true } } } });
+      return c ? toConnection(c, c.toolOverrides) : null;
     },
 
     async createHeld({ ticket, ...record }) {
@@ -159,12 +200,24 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
   };
 }
 
+type KeyRow = {
+  id: string;
+  workspaceId: string;
+  keyHash: string;
+  revoked: boolean;
+  environment: string;
+  production: boolean;
+  archived: boolean;
+  policyVersion: number;
+};
+
 function toHeld(row: {
   approvalId: string;
   workspaceId: string;
   virtualKeyId: string;
   connectionId: string;
   provider: string | null;
+  upstreamUrl: string | null;
   tool: string;
   logicalTool: string | null;
   invocationId: string;
@@ -180,6 +233,7 @@ function toHeld(row: {
     virtualKeyId: row.virtualKeyId,
     connectionId: row.connectionId,
     provider: row.provider ?? providerOfTool(row.tool),
+    upstreamUrl: row.upstreamUrl,
     tool: row.tool,
     logicalTool: row.logicalTool,
     invocationId: row.invocationId,
@@ -245,4 +299,80 @@ export async function markRepublished(sql: SqlRunner, approvalIds: string[], now
       WHERE "approvalId" = ANY($1::text[])`,
     [approvalIds, now],
   );
+}
+
+// ─── the hot path's statement and its rows ──────────────────────────────────────────────────────
+
+// The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
+// per-workspace gate), so the hot path stays one statement.
+const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'revokedAt', k."revokedAt") AS k,
+        json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
+        CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
+          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
+        o.destructive AS o,
+        COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+   FROM virtual_keys k
+   JOIN workspaces w ON w.id = k."workspaceId"
+   LEFT JOIN connections c ON c."workspaceId" = k."workspaceId" AND c.name = $2
+   LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
+  WHERE k."keyHash" = $1`;
+
+type KeyJson = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
+type WorkspaceJson = { id: string; environment: string; production?: boolean; archivedAt: Date | string | null };
+type ConnectionRow = {
+  id: string;
+  workspaceId: string;
+  name: string;
+  provider: string;
+  active: boolean;
+  url: string | null;
+  credentialSealed: string | null;
+  timeoutMs: number | null;
+  updatedAt: Date | string;
+};
+
+/** The key as the gateway sees it, from the hot statement's JSON rows. */
+function toGatewayKey(key: KeyJson & { workspace: WorkspaceJson }, policyVersion?: number): GatewayKey {
+  // The tier and the gate's policy version travel with the workspace for the per-workspace gate.
+  const workspace = {
+    id: key.workspace.id,
+    environment: key.workspace.environment,
+    archived: key.workspace.archivedAt !== null,
+    production: key.workspace.production === true,
+    ...(policyVersion !== undefined ? { policyVersion } : {}),
+  };
+  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.revokedAt !== null, workspace };
+}
+
+/** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */
+function splitLogicalTool(logicalTool: string): { name: string; operation: string } | null {
+  const dot = logicalTool.indexOf(".");
+  if (dot <= 0 || dot === logicalTool.length - 1) return null;
+  return { name: logicalTool.slice(0, dot), operation: logicalTool.slice(dot + 1) };
+}
+
+function upstreamOf(c: ConnectionRow) {
+  return { id: c.id, url: c.url, credentialSealed: c.credentialSealed, timeoutMs: c.timeoutMs, updatedAt: isoOf(c.updatedAt) };
+}
+
+/** Prisma's Date, or to_jsonb's `timestamp(3)` text (UTC, without a zone): one ISO string either way. */
+function isoOf(value: Date | string): string {
+  if (value instanceof Date) return value.toISOString();
+  return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value}Z`).toISOString();
+}
+
+function toRoute(c: ConnectionRow, operation: string, override: boolean | null): GatewayRoute {
+  return { connectionId: c.id, provider: c.provider, tool: `${c.provider}.${operation}`, active: c.active, upstreamTool: operation, upstream: upstreamOf(c), override };
+}
+
+function toConnection(c: ConnectionRow, overrides: { tool: string; destructive: boolean }[]): GatewayConnection {
+  return {
+    id: c.id,
+    workspaceId: c.workspaceId,
+    name: c.name,
+    provider: c.provider,
+    active: c.active,
+    upstream: upstreamOf(c),
+    overrides: Object.fromEntries(overrides.map((o) => [o.tool, o.destructive])),
+  };
 }

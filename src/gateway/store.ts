@@ -1,4 +1,5 @@
 import type { ApprovalStatus } from "./errors.js";
+import type { UpstreamConnection } from "./upstream.js";
 
 /**
  * What the gateway reads and writes durably (seed 003, "What the agent sees" and "Resume").
@@ -13,8 +14,23 @@ export type GatewayKey = {
   /** sha256 hex of the plaintext key; the plaintext itself is never stored. */
   keyHash: string;
   revoked: boolean;
-  workspace: { id: string; environment: string; archived: boolean };
+  workspace: {
+    id: string;
+    environment: string;
+    archived: boolean;
+    /** The workspace's tier: whether destructive calls here can be held for approval. */
+    production: boolean;
+    /**
+     * The newest saved version of the workspace's gate policy set, read with the key (0: none, the
+     * built-in default set). Undefined when the store does not read it on the hot path: the gateway
+     * then loads the set on every call.
+     */
+    policyVersion?: number;
+  };
 };
+
+/** A workspace's saved Cedar policy set for the gate: the newest version, which is the one in force. */
+export type GatewayPolicySet = { workspaceId: string; version: number; policies: string };
 
 /** Where a logical tool name goes: one connection (provider) and the concrete tool it runs there. */
 export type GatewayRoute = {
@@ -23,9 +39,25 @@ export type GatewayRoute = {
   /** The concrete tool that executes, e.g. `github.delete_repo`. */
   tool: string;
   active: boolean;
+  /** The tool's name on the upstream MCP server (the logical name after the connection's). */
+  upstreamTool?: string;
+  /** Where the connection's tools run (absent: a store that predates upstreams). */
+  upstream?: UpstreamConnection;
+  /** The connection's destructive override for this tool, or null. */
+  override?: boolean | null;
 };
 
-export type GatewayConnection = { id: string; workspaceId: string; provider: string; active: boolean };
+export type GatewayConnection = {
+  id: string;
+  workspaceId: string;
+  /** The namespace of its tools (`<name>.<tool>`). */
+  name?: string;
+  provider: string;
+  active: boolean;
+  upstream?: UpstreamConnection;
+  /** Destructive overrides by upstream tool name. */
+  overrides?: Record<string, boolean>;
+};
 
 export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed";
 
@@ -44,6 +76,8 @@ export type HeldInvocation = {
    * the concrete tool: a connection now pointing at another provider is `route_changed`.
    */
   provider: string;
+  /** The connection's upstream url when the call was held (null: none); pinned like the provider. */
+  upstreamUrl?: string | null;
   tool: string;
   logicalTool: string | null;
   invocationId: string;
@@ -97,6 +131,11 @@ export interface GatewayStore {
   /** The route a logical tool name takes in a workspace, or null when nothing serves it. */
   resolveRoute(workspaceId: string, logicalTool: string): Promise<GatewayRoute | null>;
   findConnection(connectionId: string): Promise<GatewayConnection | null>;
+  /**
+   * The workspace's newest saved gate policy set, or null when it has none (the default set
+   * applies). Throws when it cannot be read: the gateway then denies (fail closed).
+   */
+  loadPolicySet?(workspaceId: string): Promise<GatewayPolicySet | null>;
 
   /**
    * Commits the held record (state AwaitingApproval). Called only after the ticket is on the
@@ -127,6 +166,14 @@ export interface GatewayStore {
     key: Pick<Execution, "virtualKeyId" | "idempotencyKey">,
     outcome: { state: "Executed"; result: unknown } | { state: "Failed"; error: string },
   ): Promise<void>;
+
+  /**
+   * The hot path's one round trip: the key (with its workspace) by hash and, when it exists, the
+   * route of the logical tool in the key's workspace with the connection's upstream and override.
+   */
+  resolveCall?(keyHash: string, logicalTool: string): Promise<{ key: GatewayKey | null; route: GatewayRoute | null }>;
+  /** The workspace's connections (active or not) with their upstreams and overrides: tools/list. */
+  listConnections?(workspaceId: string): Promise<GatewayConnection[]>;
 }
 
 /**

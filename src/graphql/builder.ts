@@ -33,10 +33,16 @@ export const builder = new SchemaBuilder<{
   plugins: [ScopeAuthPlugin, ErrorsPlugin, StorableTextPlugin, PrismaPlugin, RelayPlugin, "deniedEdges"],
   defaultFieldNullability: false,
   scopeAuth: {
+    // Built once per request: methods, not arrows in properties, which tsx (keepNames) would
+    // name with an Object.defineProperty each on every request.
     authScopes: (ctx) => ({
       authenticated: ctx.viewer !== null,
-      member: async () => ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false)),
-      permission: (target) => ctx.authz.can(target),
+      async member() {
+        return ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false));
+      },
+      permission(target) {
+        return ctx.authz.can(target);
+      },
     }),
     // Only a caller with no viewer is unauthenticated. A signed-in caller who fails a type's or a
     // field's rule is told nothing: the object is not found (a nullable edge answers null).

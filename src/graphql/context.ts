@@ -4,6 +4,7 @@ import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
+import type { GatewayUpstreams } from "../services/approvals/keys.js";
 
 /** One per HTTP request and one per subscription operation, built by one factory (app.ts). */
 export interface Context {
@@ -14,6 +15,8 @@ export interface Context {
   viewer: Viewer | null;
   authz: Authz;
   config: Config;
+  /** The mounted gateway's upstream clients (null when the gateway runs elsewhere): `ToolConnection.tools` reads through them. */
+  upstreams: GatewayUpstreams | null;
   /**
    * Set on a graphql-ws subscription's context (app.ts): its id and a write to its socket, so a
    * shared event result can be sent without the per-subscriber pipeline (shared-events.ts).

@@ -17,7 +17,7 @@ import type { Database } from "./db.js";
 import type { EventBus } from "./events.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
-import { clientAddress, KnownTokens, keyLabel, rateKey, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
+import { clientAddress, KnownTokens, keyLabel, rateKey, rateKeyOf, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
@@ -84,6 +84,10 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     return c.logger ?? logger.child({ requestId: c.request?.headers.get("x-request-id") ?? undefined });
   };
   const operationName = (context: unknown) => (context as { params?: { operationName?: string } }).params?.operationName;
+  const validationRefused = (context: unknown, document: DocumentNode, started: number, errors: readonly unknown[]) => {
+    const op = getOperationAST(document, operationName(context));
+    logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
+  };
 
   const plugin: Plugin<Context> = {
     // Refused before execution: a syntax error or the token limit (parse), a validation error
@@ -96,21 +100,18 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     },
     onValidate({ context, params, validateFn, setValidationFn }) {
       const started = performance.now();
-      const refused = (errors: readonly unknown[]) => {
-        const op = getOperationAST(params.documentAST as DocumentNode, operationName(context));
-        logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
-      };
       // graphql-armor's depth and alias limits throw out of validation rather than return errors.
+      // (Inline callbacks: tsx names every arrow kept in a variable, on every request.)
       setValidationFn((...args: Parameters<typeof validateFn>) => {
         try {
           return validateFn(...args);
         } catch (error) {
-          refused([error]);
+          validationRefused(context, params.documentAST as DocumentNode, started, [error]);
           throw error;
         }
       });
       return ({ valid, result }) => {
-        if (!valid) refused(result);
+        if (!valid) validationRefused(context, params.documentAST as DocumentNode, started, result);
       };
     },
     onExecute({ args }) {
@@ -137,15 +138,28 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
 
   const extraOf = (ctx: WsContext) => ctx.extra as SocketExtra;
 
+  // The bearer token's hash, computed once per HTTP request: the rate key, authentication and
+  // `authenticated` all need it (a sha256 each otherwise).
+  const tokenHashes = new WeakMap<IncomingMessage, string | null>();
+  const tokenHashOf = (req: IncomingMessage): string | null => {
+    let hash = tokenHashes.get(req);
+    if (hash === undefined) {
+      const bearer = bearerFrom(req.headers.authorization);
+      hash = bearer ? hashToken(bearer) : null;
+      tokenHashes.set(req, hash);
+    }
+    return hash;
+  };
+
   return {
     sockets,
     metrics,
     plugin,
+    tokenHashOf,
 
-    /** Remembers a token that authenticated, so its requests count against it (not the address). */
-    authenticated(authorization: string | null | undefined) {
-      const bearer = bearerFrom(authorization);
-      if (bearer) known.remember(hashToken(bearer));
+    /** Remembers a token (by its hash) that authenticated, so its requests count against it (not the address). */
+    authenticated(tokenHash: string) {
+      known.remember(tokenHash);
     },
 
     /**
@@ -158,7 +172,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         return true;
       }
       if (url.pathname !== GRAPHQL_PATH) return false;
-      const key = rateKey(known, req.headers.authorization, clientAddress(req));
+      const key = rateKeyOf(known, tokenHashOf(req), clientAddress(req));
       const taken = limiter.take(key);
       if (taken.ok) return false;
       metrics.rateLimited("http");

@@ -99,10 +99,12 @@ export class KnownTokens {
 /** The rate-limit key of a request: `token:<hash>` for a known token, else `addr:<address>`. */
 export function rateKey(known: KnownTokens, authorization: string | null | undefined, address: string | undefined): string {
   const bearer = bearerFrom(authorization);
-  if (bearer) {
-    const hash = hashToken(bearer);
-    if (known.has(hash)) return `token:${hash}`;
-  }
+  return rateKeyOf(known, bearer ? hashToken(bearer) : null, address);
+}
+
+/** rateKey, given the bearer token's hash (null without one). */
+export function rateKeyOf(known: KnownTokens, tokenHash: string | null, address: string | undefined): string {
+  if (tokenHash && known.has(tokenHash)) return `token:${tokenHash}`;
   // The socket's peer: X-Forwarded-For is not trusted (any client can send it).
   return `addr:${address ?? "unknown"}`;
 }

@@ -4,6 +4,7 @@ import type { Prisma } from "../generated/prisma/client.js";
 import type { PrismaClient, Tx } from "../infra/db.js";
 import { createOrganizationWithAdmin, issueToken } from "./accounts.js";
 import { systemRoleId } from "./system-roles.js";
+import { DEMO_UPSTREAM_URL } from "../gateway/demo-upstream.js";
 
 export interface DemoSeed {
   orgSlug: string;
@@ -111,10 +112,10 @@ async function seedApplyGateDemo(
   const { token } = await issueToken(prisma, { userId: erin.id, orgId, name: "demo" });
 
   const prod = await prisma.workspace.create({
-    data: { orgId, stackId: stackIds.get("payments-api")!, name: "payments-prod", environment: "prod", requiredApprovals: 2 },
+    data: { orgId, stackId: stackIds.get("payments-api")!, name: "payments-prod", environment: "prod", production: true, requiredApprovals: 2 },
   });
   await prisma.workspace.create({
-    data: { orgId, stackId: stackIds.get("status-page")!, name: "status-page-prod", environment: "prod", requiredApprovals: 1 },
+    data: { orgId, stackId: stackIds.get("status-page")!, name: "status-page-prod", environment: "prod", production: true, requiredApprovals: 1 },
   });
   await prisma.resourcePolicy.create({
     data: {
@@ -153,7 +154,8 @@ async function seedApplyGateDemo(
  */
 async function seedGatewayDemo(prisma: Tx, orgId: string, aliceId: string): Promise<string> {
   const prod = await prisma.workspace.findFirstOrThrow({ where: { orgId, name: "payments-prod" } });
-  await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github" } });
+  // Its tools run on the demo upstream MCP server in the Countersign process (its fixed in-process URL).
+  await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github", url: DEMO_UPSTREAM_URL } });
   const key = generateVirtualKey();
   await prisma.virtualKey.create({ data: { orgId, workspaceId: prod.id, name: "demo-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: aliceId } });
   const rules = validateApprovalRules([

@@ -89,13 +89,15 @@ const BY_ID: ReadonlySet<string> = new Set([
   "workspace",
   "resource_policy",
   "approval_policy",
+  "gateway_policy",
   "approval_request",
   "virtual_key",
   "connection",
   "webhook",
   "cloud_integration",
 ]);
-const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "approval_request", "virtual_key", "connection"]);
+// gateway_policy has no object of its own: its resourceId is always the workspace's id.
+const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "gateway_policy", "approval_request", "virtual_key", "connection"]);
 
 /** Validates the whole batch; every issue names `checks.<i>.<field>`. Nothing is answered on a bad input. */
 function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]): ParsedCheck[] {

@@ -28,6 +28,8 @@ export const WEBHOOK_EVENTS = [
   "reservation.released",
   "approval_request.filed",
   "approval_request.decided",
+  "workspace.tier_changed",
+  "gateway_policy.saved",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 export const WEBHOOK_FORMATS = ["json", "slack"] as const;
@@ -407,6 +409,49 @@ export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string,
     data: {
       request: { id: r.id, tool: r.tool, environment: r.environment, status: r.status, closeReason: r.closeReason, expiresAt: new Date(r.expiresAt).toISOString() },
       workspace: { id: r.workspaceId, name: r.workspaceName },
+    },
+  });
+}
+
+// ── Held-call settings: security-relevant changes ─────────────────────────────────────────
+
+/**
+ * workspace.tier_changed: a workspace became production (its destructive tool calls are held
+ * from now on) or stopped being production (they run unheld). Who changed it travels with it.
+ */
+export async function enqueueWorkspaceTierEvent(
+  tx: TxLike,
+  workspace: { id: string; orgId: string; name: string; environment: string; production: boolean },
+  wasProduction: boolean,
+  changedById: string,
+): Promise<void> {
+  await enqueueWebhookEvent(tx, workspace.orgId, {
+    type: "workspace.tier_changed",
+    summary: workspace.production
+      ? `${workspace.name} is now production: its destructive tool calls are held for approval.`
+      : `${workspace.name} is no longer production: its destructive tool calls run without approval.`,
+    data: {
+      workspace: { id: workspace.id, name: workspace.name, environment: workspace.environment, production: workspace.production },
+      previous: { production: wasProduction },
+      changedBy: { id: changedById },
+    },
+  });
+}
+
+/** gateway_policy.saved: a new version of a workspace's gate policy set is in force. Never the text itself. */
+export async function enqueueGatewayPolicyEvent(
+  tx: TxLike,
+  saved: { orgId: string; workspaceId: string; workspaceName: string; version: number; authorId: string; note: string | null; policyIds: string[] },
+): Promise<void> {
+  await enqueueWebhookEvent(tx, saved.orgId, {
+    type: "gateway_policy.saved",
+    summary: `${saved.workspaceName}: gateway policy set version ${saved.version} is in force.`,
+    data: {
+      workspace: { id: saved.workspaceId, name: saved.workspaceName },
+      version: saved.version,
+      policyIds: saved.policyIds,
+      note: saved.note,
+      author: { id: saved.authorId },
     },
   });
 }

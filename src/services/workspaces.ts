@@ -18,6 +18,7 @@ import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
 import { findReadableStack, ResourceName } from "./stacks.js";
 import { parseInput } from "./parse.js";
+import { enqueueWorkspaceTierEvent } from "./webhooks.js";
 
 export interface GateDeps {
   db: Database;
@@ -106,6 +107,8 @@ export const CreateWorkspaceInput = z.object({
   stackId: z.string().min(1),
   name: ResourceName,
   environment: Environment.default("dev"),
+  /** The tier is explicit, never read from the environment's name (docs/held-tool-calls.md). */
+  production: z.boolean().default(false),
   requiredApprovals: RequiredApprovals.default(0),
 });
 
@@ -121,6 +124,7 @@ export async function createWorkspace({ db, authz, events }: GateDeps, raw: unkn
         stackId: stack.id,
         name: input.name,
         environment: input.environment,
+        production: input.production,
         requiredApprovals: input.requiredApprovals,
       },
     });
@@ -137,13 +141,17 @@ export const UpdateWorkspaceInput = z.object({
   id: z.string().min(1),
   name: ResourceName.optional(),
   environment: Environment.optional(),
+  production: z.boolean().optional(),
   requiredApprovals: RequiredApprovals.optional(),
 });
 
 /**
  * (workspace, update) on the workspace as it is; a rename re-checks update against the new name
  * without groups (as a stack rename does). A baseline edit or a rename (the name is the match
- * value of approve grants) can move every open gate on the workspace: gate:changed.
+ * value of approve grants) can move every open gate on the workspace: gate:changed. So does a
+ * change of the tier (`production`), which decides whether the gateway holds the workspace's
+ * destructive tool calls at all: security relevant, so it is published (reason
+ * workspace_tier_changed) and sent to webhooks subscribed to workspace.tier_changed.
  */
 export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(UpdateWorkspaceInput, raw);
@@ -158,10 +166,12 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
     updated = await db.prisma.$transaction(async (tx) => {
       // The baseline is a gate input: serialize with applyPlan (src/services/gate.ts).
       await lockWorkspaces(txSql(tx), [workspace.id]);
-      return tx.workspace.update({
+      const row = await tx.workspace.update({
         where: { id: workspace.id },
-        data: { name, environment: input.environment, requiredApprovals: input.requiredApprovals },
+        data: { name, environment: input.environment, production: input.production, requiredApprovals: input.requiredApprovals },
       });
+      if (row.production !== workspace.production) await enqueueWorkspaceTierEvent(tx, row, workspace.production, authz.viewer!.userId);
+      return row;
     }, LOCKING_TX_OPTIONS);
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${name} already exists in this organization.`);
@@ -169,6 +179,7 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
   }
   const gateMoved = updated.requiredApprovals !== workspace.requiredApprovals || updated.name !== workspace.name;
   if (gateMoved) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_updated");
+  if (updated.production !== workspace.production) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_tier_changed");
   return updated;
 }
 

@@ -1,8 +1,9 @@
 import { Redis } from "ioredis";
-import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../gateway/cedar-gate.js";
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
+import { createUpstreamPool, upstreamFetch, type UpstreamPool } from "../gateway/upstream.js";
+import { createDemoUpstream, DEMO_UPSTREAM_URL, type DemoUpstream } from "../gateway/demo-upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
 import { createMemoryApprovalStream } from "../infra/memory-stream.js";
 import type { Config } from "../infra/config.js";
@@ -17,9 +18,12 @@ import { createIngestWorker, type IngestWorker } from "./ingest.js";
  * Held tool calls in a Countersign process: the ingest and delivery workers, and — with
  * COUNTERSIGN_GATEWAY_EMBEDDED=on, the default without DATABASE_URL — the gateway itself mounted
  * beside /graphql (`POST /gateway/v1/mcp` for tools/call, `GET /gateway/v1/approvals/{id}` for the
- * agent's status read, `POST /internal/v1/approvals/resume`), with a demo executor that records
- * the call instead of reaching a vendor. A real gateway embeds src/gateway/ with its own executor
- * and points COUNTERSIGN_GATEWAY_URL at itself.
+ * agent's status read, `POST /internal/v1/approvals/resume`). `/gateway/v1/mcp` is the MCP
+ * Streamable HTTP transport for MCP clients and the plain JSON-RPC POST beside it. Each
+ * connection's tools run on its upstream MCP server (its `url`); the demo upstream
+ * (src/gateway/demo-upstream.ts) lives in this process at DEMO_UPSTREAM_URL, which the demo
+ * workspace's `github` connection points at. A gateway elsewhere embeds src/gateway/ and points
+ * COUNTERSIGN_GATEWAY_URL at itself.
  *
  * The approval stream is Redis's with REDIS_URL, otherwise an in-process one with the same
  * semantics (src/infra/memory-stream.ts): one process then holds, files, delivers and executes.
@@ -30,6 +34,13 @@ import { createIngestWorker, type IngestWorker } from "./ingest.js";
 export type ApprovalsRuntime = {
   http: GatewayHttpHandler | null;
   gateway: Gateway | null;
+  /**
+   * The embedded gateway's upstream clients (null when it is not mounted): what
+   * `listConnectionTools` (src/gateway/tools.ts) reads a connection's tools with.
+   */
+  upstreams: UpstreamPool | null;
+  /** The in-process demo upstream (null when the gateway is not mounted); its url is DEMO_UPSTREAM_URL. */
+  demoUpstream: DemoUpstream | null;
   ingest: IngestWorker | null;
   delivery: DeliveryWorker | null;
   startWorkers(): void;
@@ -38,6 +49,8 @@ export type ApprovalsRuntime = {
 
 export const EMBEDDED_TOOLS_PATH = "/gateway/v1/mcp";
 export const EMBEDDED_APPROVALS_PATH = "/gateway/v1/approvals";
+/** What the demo workspace's `github` connection's `url` is set to (services/demo.ts). */
+export { DEMO_UPSTREAM_URL };
 
 export function createApprovalsRuntime(deps: { config: Config; db: Database; events: EventBus; logger: Logger }): ApprovalsRuntime {
   const { config, db, events } = deps;
@@ -56,23 +69,26 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
 
   let gateway: Gateway | null = null;
   let http: GatewayHttpHandler | null = null;
+  let upstreams: UpstreamPool | null = null;
+  let demoUpstream: DemoUpstream | null = null;
   if (config.gatewayEmbedded) {
     if (!config.approvalSecret || !config.gatewayServiceToken) {
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
+      demoUpstream = createDemoUpstream();
+      upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch(upstreamFetch) });
       gateway = createGateway({
-        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id) }),
+        store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
         stream: streamClient(),
         streamKey: config.approvalStream,
-        gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+        // No fixed gate: each workspace's newest saved policy set (or the default), per call.
         approvalSecret: config.approvalSecret,
         tokenIssuer: config.approvalTokenIssuer,
         tokenAudience: config.approvalTokenAudience,
         inboxUrl: config.inboxUrl,
         serviceToken: config.gatewayServiceToken,
         logger: logger.child({ component: "gateway" }),
-        // The demo executor: records what would have run. A real gateway calls the provider here.
-        executor: async (call) => ({ demo: true, provider: call.provider, tool: call.tool, invocation_id: call.invocationId, executed_at: new Date().toISOString() }),
+        upstreams,
       });
       http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH, approvalsPath: EMBEDDED_APPROVALS_PATH });
     }
@@ -115,6 +131,8 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
   return {
     http,
     gateway,
+    upstreams,
+    demoUpstream,
     ingest,
     delivery,
     startWorkers() {
@@ -126,7 +144,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       delivery?.start();
     },
     async close() {
-      await Promise.all([ingest?.stop(), delivery?.stop()]);
+      await Promise.all([ingest?.stop(), delivery?.stop(), upstreams?.close()]);
       redis?.disconnect();
     },
   };

@@ -104,7 +104,7 @@ describe("the agent reads its request's status", () => {
     await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "sibling", keyHash: hashVirtualKey(sibling), prefix: virtualKeyPrefix(sibling), createdById: w.org.adminId } });
     const other = await createOrg(w.db);
     const stack = await w.db.prisma.stack.create({ data: { orgId: other.orgId, name: "other" } });
-    const ws = await w.db.prisma.workspace.create({ data: { orgId: other.orgId, stackId: stack.id, name: "other-prod", environment: "prod" } });
+    const ws = await w.db.prisma.workspace.create({ data: { orgId: other.orgId, stackId: stack.id, name: "other-prod", environment: "prod", production: true } });
     const foreign = generateVirtualKey();
     await w.db.prisma.virtualKey.create({ data: { orgId: other.orgId, workspaceId: ws.id, name: "foreign", keyHash: hashVirtualKey(foreign), prefix: virtualKeyPrefix(foreign), createdById: other.adminId } });
 

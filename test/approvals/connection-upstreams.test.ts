@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openConnectionCredential } from "../../src/gateway/connection-credential.js";
 import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
+import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
 // A connection is an upstream MCP server (issue 12): its URL, a write-only credential sealed at
 // rest, a timeout, and per-tool destructive overrides, over GraphQL. Real PostgreSQL and Redis.
@@ -154,5 +155,51 @@ describe("per-tool destructive overrides", () => {
     const listed = await w.t.gql(`query($w: ID!) { toolConnections(workspaceId: $w) { id toolOverrides { tool } } }`, { w: w.workspace.id }, admin());
     const byId = new Map(listed.data.toolConnections.map((c: { id: string; toolOverrides: { tool: string }[] }) => [c.id, c.toolOverrides.map((o) => o.tool)]));
     expect(ids.map((id) => byId.get(id))).toEqual([["tool_0"], ["tool_1"], ["tool_2"]]);
+  });
+});
+
+describe("a connection's tools, as its upstream lists them", () => {
+  let upstream: Upstream;
+  beforeAll(async () => {
+    upstream = await startUpstream({ credential: "Bearer tools-credential" });
+  });
+  afterAll(async () => upstream?.close());
+
+  const TOOLS = `query($w: ID!) { toolConnections(workspaceId: $w) { id name tools { __typename
+    ... on ToolConnectionToolsSuccess { data { name upstreamName destructive destructiveSource readOnlyHint destructiveHint inputSchema } }
+    ... on UpstreamUnavailableError { code reason message } } } }`;
+  const toolsOf = async (connectionId: string) => {
+    const r = await w.t.gql(TOOLS, { w: w.workspace.id }, admin());
+    return r.data.toolConnections.find((c: { id: string }) => c.id === connectionId).tools;
+  };
+
+  it("lists each tool namespaced by the connection, destructive from its annotations, an override winning, and no hint meaning destructive", async () => {
+    const n = name();
+    const made = await w.t.gql(CREATE, { input: { workspaceId: w.workspace.id, name: n, provider: "github", url: upstream.url, credential: "Bearer tools-credential" } }, admin());
+    const id = made.data.createToolConnection.data.id;
+    await w.t.gql(SET_OVERRIDE, { input: { connectionId: id, tool: "read_file", destructive: true } }, admin());
+
+    const tools = await toolsOf(id);
+    expect(tools.__typename).toBe("ToolConnectionToolsSuccess");
+    const byName = Object.fromEntries(tools.data.map((t: { upstreamName: string }) => [t.upstreamName, t]));
+    expect(byName["delete_repo"]).toMatchObject({ name: `${n}.delete_repo`, destructive: true, destructiveSource: "ANNOTATION", destructiveHint: true });
+    expect(byName["read_file"]).toMatchObject({ name: `${n}.read_file`, destructive: true, destructiveSource: "OVERRIDE", readOnlyHint: true });
+    expect(byName["plain_tool"]).toMatchObject({ destructive: true, destructiveSource: "FALLBACK", readOnlyHint: null, destructiveHint: null });
+    expect(byName["fails"]).toMatchObject({ destructive: false, destructiveSource: "ANNOTATION" });
+    expect(byName["delete_repo"].inputSchema).toMatchObject({ type: "object", properties: { repo: { type: "string" } } });
+  });
+
+  it("answers UpstreamUnavailableError, never an empty list, when the upstream cannot be read", async () => {
+    const noUrl = await w.t.gql(CREATE, { input: { workspaceId: w.workspace.id, name: name(), provider: "github" } }, admin());
+    expect(await toolsOf(noUrl.data.createToolConnection.data.id)).toMatchObject({ __typename: "UpstreamUnavailableError", code: "UPSTREAM_UNAVAILABLE", reason: "upstream_not_configured" });
+
+    const wrongCredential = await w.t.gql(CREATE, { input: { workspaceId: w.workspace.id, name: name(), provider: "github", url: upstream.url, credential: "Bearer wrong" } }, admin());
+    expect(await toolsOf(wrongCredential.data.createToolConnection.data.id)).toMatchObject({ __typename: "UpstreamUnavailableError", reason: "upstream_unavailable" });
+
+    const down = await startUpstream();
+    const url = down.url;
+    await down.close();
+    const gone = await w.t.gql(CREATE, { input: { workspaceId: w.workspace.id, name: name(), provider: "github", url, timeoutMs: 1000 } }, admin());
+    expect(await toolsOf(gone.data.createToolConnection.data.id)).toMatchObject({ __typename: "UpstreamUnavailableError", reason: "upstream_unavailable" });
   });
 });

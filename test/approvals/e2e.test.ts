@@ -8,6 +8,7 @@ import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/ced
 import { createGateway } from "../../src/gateway/gateway.js";
 import { createGatewayHttpHandler } from "../../src/gateway/http.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
+import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { startTestApp } from "../helpers/harness.js";
 import { createOrg } from "../helpers/fixtures.js";
@@ -285,8 +286,10 @@ describe("the gateway mounted on the Countersign server", () => {
       const base = await app.listen();
       const org = await createOrg(app.db);
       const stack = await app.db.prisma.stack.create({ data: { orgId: org.orgId, name: "s" } });
-      const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod" } });
+      const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod", production: true } });
       await app.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
+      // Its tools run on the process's in-process demo upstream (src/gateway/demo-upstream.ts).
+      await app.db.prisma.connection.updateMany({ where: { workspaceId: ws.id, name: "github" }, data: { url: DEMO_UPSTREAM_URL } });
       const key = generateVirtualKey();
       await app.db.prisma.virtualKey.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: org.adminId } });
       const call = await fetch(`${base}/gateway/v1/mcp`, {

@@ -64,7 +64,7 @@ describe("held tool calls on PGlite", () => {
     }
     const as = (v: Viewer) => ({ db, events, authz: new Authz(db.sql, v) });
     const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "s" } });
-    const ws = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "w", environment: "prod" } });
+    const ws = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "w", environment: "prod", production: true } });
     await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: ws.id, name: "github", provider: "github" } });
     const key = generateVirtualKey();
     await db.prisma.virtualKey.create({ data: { orgId: org.id, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: viewers[0]!.userId } });

@@ -41,7 +41,7 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
   const logger = createLogger(process.env.TEST_LOG_LEVEL ?? "silent");
   const org: OrgFixture = await createOrg(db);
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${t.schemaName}`, authzGroups: ["team-payments"] } });
-  const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod" } });
+  const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod", production: true } });
   const connection = await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github" } });
   const keyPlaintext = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({

@@ -248,6 +248,26 @@ describe("held tool calls from the CLI", { timeout: 60_000 }, () => {
 
   const as = (args: string[], token: string) => start(args, { COUNTERSIGN_URL: worldUrl, COUNTERSIGN_TOKEN: token }).done;
 
+  it("policies shows the set in force classified, saves the next version from a file, and simulates a call", async () => {
+    const shown = await as(["policies", "payments-prod"], w.org.adminToken);
+    exits(shown, 0);
+    expect(shown.stdout).toContain("the default set (nothing saved)");
+    expect(shown.stdout).toContain("prod-destructive-needs-approval: needs approval (makes tickets)");
+    expect(shown.stdout).toContain("A forbid whose @id ends in needs-approval makes tickets");
+
+    const file = `${builtDir}policies.cedar`;
+    writeFileSync(file, '@id("permit-all") permit (principal, action, resource);\n@id("no-wipes") forbid (principal, action, resource == Tool::"github.wipe_org");\n');
+    const saved = await as(["policies", "save", "payments-prod", file, "--note", "no org wipes"], w.org.adminToken);
+    exits(saved, 0);
+    expect(saved.stdout).toBe("Saved version 1 on payments-prod: permit-all (permit), no-wipes (deny).\n");
+
+    const sim = await as(["policies", "simulate", "payments-prod", "github.wipe_org", "--args", '{"org":"acme"}'], w.org.adminToken);
+    exits(sim, 0);
+    expect(sim.stdout).toContain("github.wipe_org on payments-prod: deny (forbidden) by no-wipes");
+    const refused = await as(["policies", "save", "payments-prod", file], w.reviewers[0]!.token);
+    exits(refused, 1);
+  });
+
   it("inbox lists what the reviewer may decide; vote approves at the current revision and it leaves the inbox", async () => {
     const requestId = await heldAndFiled(w);
     const [reviewer] = w.reviewers;

@@ -4,6 +4,7 @@
 
 import { createApprovalPolicy } from "../../src/services/approvals/policies.js";
 import { Authz } from "../../src/authz/authz.js";
+import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { openPostgres, type Database } from "../../src/infra/db.js";
 import { createEventBus } from "../../src/infra/events.js";
@@ -40,8 +41,9 @@ export async function seedWorld(url: string, schema?: string): Promise<FaultWorl
   }
   const reviewer = await addMember(db, org.orgId, { role: "approval-reviewer" });
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: "faults" } });
-  const ws = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "faults-prod", environment: "prod", requiredApprovals: 3 } });
-  await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
+  const ws = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "faults-prod", environment: "prod", production: true, requiredApprovals: 3 } });
+  // Its tools run on the server's in-process demo upstream (src/gateway/demo-upstream.ts).
+  await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github", url: DEMO_UPSTREAM_URL } });
   const key = generateVirtualKey();
   await db.prisma.virtualKey.create({
     data: { orgId: org.orgId, workspaceId: ws.id, name: "agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: org.adminId },

@@ -140,6 +140,7 @@ describe("approval tokens", () => {
       context: {},
       destructive: true,
       environment: "prod",
+      production: true,
       alreadyApproved: approved,
     });
     expect(approved).toBe(false);

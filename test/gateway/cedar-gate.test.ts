@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CedarEvaluationError, CedarPolicyError, createCedarGate, DEFAULT_GATEWAY_POLICIES, type GateRequest } from "../../src/gateway/index.js";
+import { CedarEvaluationError, CedarPolicyError, checkGatePolicies, createCedarGate, DEFAULT_GATEWAY_POLICIES, type GateRequest } from "../../src/gateway/index.js";
 
 // Seed 003, "The gate". Every test evaluates real Cedar policies through cedar-wasm.
 
@@ -10,6 +10,7 @@ const request = (overrides: Partial<GateRequest> = {}): GateRequest => ({
   context: {},
   destructive: true,
   environment: "prod",
+  production: true,
   alreadyApproved: false,
   ...overrides,
 });
@@ -39,14 +40,30 @@ describe("the gate", () => {
     });
   });
 
-  it("a deny outside prod stays a deny", () => {
-    expect(createCedarGate(WORKSPACE_POLICIES).decide(request({ environment: "staging" }))).toEqual({
+  it("a deny outside production stays a deny, whatever the environment is named", () => {
+    expect(createCedarGate(WORKSPACE_POLICIES).decide(request({ production: false }))).toEqual({
       decision: "deny",
       reason: "forbidden",
       policyIds: ["repo-deletes-needs-approval"],
     });
-    // "production" is not "prod": the environment is compared exactly.
-    expect(createCedarGate(WORKSPACE_POLICIES).decide(request({ environment: "production" })).decision).toBe("deny");
+    // The tier decides, not the name: a workspace named prod that is not production holds nothing.
+    expect(createCedarGate(WORKSPACE_POLICIES).decide(request({ environment: "prod", production: false })).decision).toBe("deny");
+    expect(createCedarGate(DEFAULT_GATEWAY_POLICIES).decide(request({ environment: "prod", production: false })).decision).toBe("allow");
+  });
+
+  it("a production workspace named staging holds destructive calls", () => {
+    expect(createCedarGate(DEFAULT_GATEWAY_POLICIES).decide(request({ environment: "staging", production: true }))).toEqual({
+      decision: "approval_required",
+      policyIds: ["prod-destructive-needs-approval"],
+    });
+  });
+
+  it("the Cedar context carries the environment name and the tier", () => {
+    const gate = createCedarGate(`
+@id("permit-all") permit (principal, action, resource);
+@id("staging-name-needs-approval") forbid (principal, action, resource) when { context.environment == "staging" && context.production } unless { context.approved };`);
+    expect(gate.decide(request({ environment: "staging", production: true })).decision).toBe("approval_required");
+    expect(gate.decide(request({ environment: "eu-prod", production: true })).decision).toBe("allow");
   });
 
   it("a deny of a call that is already approved stays a deny", () => {
@@ -90,9 +107,9 @@ describe("the gate", () => {
     expect(gate.decide(request())).toMatchObject({ decision: "deny", reason: "forbidden" });
   });
 
-  it("the request's destructive, environment and approved facts override the free-form context", () => {
+  it("the request's destructive, environment, production and approved facts override the free-form context", () => {
     const gate = createCedarGate(DEFAULT_GATEWAY_POLICIES);
-    const decision = gate.decide(request({ context: { destructive: false, environment: "dev", approved: true } }));
+    const decision = gate.decide(request({ context: { destructive: false, environment: "dev", production: false, approved: true } }));
     expect(decision.decision).toBe("approval_required");
   });
 
@@ -124,5 +141,46 @@ describe("the gate", () => {
     );
     expect(() => createCedarGate(`@id("t") permit (principal == ?principal, action, resource);`)).toThrow(/templates/);
     expect(createCedarGate(DEFAULT_GATEWAY_POLICIES).policyIds).toEqual(["permit-all", "prod-destructive-needs-approval"]);
+  });
+});
+
+describe("checking a policy set (what saving one validates)", () => {
+  it("a forbid whose @id ends in needs-approval makes tickets; any other forbid denies", () => {
+    const checked = checkGatePolicies(`
+@id("permit-all") permit (principal, action, resource);
+@id("deletes-needs-approval") forbid (principal, action, resource) when { context.destructive } unless { context.approved };
+@id("no-wipes") forbid (principal, action, resource == Tool::"db.wipe");`);
+    expect(checked.ok && checked.policies.map((p) => [p.id, p.kind])).toEqual([
+      ["permit-all", "permit"],
+      ["deletes-needs-approval", "needs_approval"],
+      ["no-wipes", "deny"],
+    ]);
+    expect(checked.ok && checked.policies[2]!.explanation).toMatch(/no approval can unblock/);
+    expect(checked.ok && checked.policies[1]!.explanation).not.toMatch(/Warning/);
+  });
+
+  it("a needs-approval forbid that does not step aside for an approved call is flagged", () => {
+    const checked = checkGatePolicies(`@id("all-needs-approval") forbid (principal, action, resource);`);
+    expect(checked.ok && checked.policies[0]!.explanation).toMatch(/Warning: it has no `unless \{ context.approved \}`/);
+  });
+
+  it("a set that cannot be parsed is refused with the Cedar error, placed at its policy and line", () => {
+    const checked = checkGatePolicies(`@id("ok") permit (principal, action, resource);
+@id("broken") forbid (principal, action, resource) when { context.x == };`);
+    expect(checked.ok).toBe(false);
+    const issue = !checked.ok ? checked.issues[0]! : null;
+    expect(issue).toMatchObject({ code: "cedar_parse_error", policy: 2, policyId: "broken" });
+    expect(issue?.message).toMatch(/^policy 2 \("broken"\), line 2, column \d+: unexpected token `\}`/);
+  });
+
+  it("every policy needs a unique @id; positions follow the text past ten policies", () => {
+    const many = Array.from({ length: 12 }, (_, i) => `@id("p${i}") permit (principal, action, resource);`).join("\n");
+    const checked = checkGatePolicies(`${many}\npermit (principal, action, resource);\n@id("p3") permit (principal, action, resource);`);
+    expect(!checked.ok && checked.issues.map((i) => [i.code, i.policy, i.policyId])).toEqual([
+      ["missing_id", 13, null],
+      ["duplicate_id", 14, "p3"],
+    ]);
+    const ok = checkGatePolicies(many);
+    expect(ok.ok && ok.policies.map((p) => p.id)).toEqual(Array.from({ length: 12 }, (_, i) => `p${i}`));
   });
 });

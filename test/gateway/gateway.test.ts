@@ -190,7 +190,7 @@ describe("resume: POST /internal/v1/approvals/resume", () => {
     expect(statuses[0]).toBe(200);
     const third = await resume(body);
     expect(third.status).toBe(200);
-    expect(await third.json()).toMatchObject({ status: "executed", approval_id: id, replayed: true, result: { deleted: "acme/once" } });
+    expect(await third.json()).toMatchObject({ status: "executed", approval_id: id, replayed: true, result: { structuredContent: { deleted: "acme/once" } } });
     const runs = w.executions.filter((e) => e.approvalId === id);
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ tool: "github.delete_repo", connectionId: w.connection.id, arguments: args("acme/once") });

@@ -25,6 +25,8 @@ const TYPES: Record<string, ConcreteResourceType> = {
   IdentitySource: "identity_source",
   IdentityGroupBinding: "identity_source",
   ApprovalPolicy: "approval_policy",
+  GatewayPolicySet: "gateway_policy",
+  GatewayPolicyVersion: "gateway_policy",
   ApprovalRequest: "approval_request",
   VirtualKey: "virtual_key",
   ToolConnection: "connection",

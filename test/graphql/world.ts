@@ -57,6 +57,10 @@ export async function createWorld(t: TestApp): Promise<World> {
   });
   const rules = [{ id: "r1", effect: "allow", tools: ["github.*"], environments: ["*"], roles: [devops.id], userIds: [], count: 1 }];
   const approvalPolicy = await prisma.approvalPolicy.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", rules } });
+  // A saved gateway policy set, so its versions are reachable too.
+  await prisma.gatewayPolicyVersion.create({
+    data: { orgId: org.id, workspaceId: workspace.id, version: 1, policies: `@id("permit-all") permit (principal, action, resource);`, authorId: alice.id, note: "v1" },
+  });
   const key = await prisma.virtualKey.create({
     data: { orgId: org.id, workspaceId: workspace.id, name: "agent", keyHash: randomUUID(), prefix: "csk_test", createdById: alice.id },
   });

@@ -158,6 +158,18 @@ export const FAMILIES = {
     // holding (role, assign), so no grant does (docs/permissions.md, "Owner-only actions").
     ownerOnly: ["manage"],
   },
+  gateway_policy: {
+    actions: ["read", "manage"],
+    supportsPattern: true,
+    supportsAuthzGroup: true,
+    description: "The gateway gate's Cedar policy set of a workspace: read it and simulate calls (read), save a new version (manage; owner-only).",
+    matchValue: "workspace name",
+    groupsFrom: "the workspace's stack's authz groups",
+    // The set decides which agent tool calls run, are denied or are held: execution authorization,
+    // at least as sensitive as who reviews (approval_policy, manage). Owner-only for the same
+    // reason: any admin holding (role, assign) could otherwise grant it to themselves.
+    ownerOnly: ["manage"],
+  },
   approval_request: {
     actions: ["read", "decide"],
     supportsPattern: true,

@@ -33,7 +33,7 @@ import { ValidationError, type FieldIssue } from "../../errors.js";
  * String inputs that are free text (tab and newlines allowed). Every other String, and every
  * ID, is an identifier: a new field is strict until it is listed here.
  */
-export const FREE_TEXT_FIELDS: ReadonlySet<string> = new Set(["description", "comment", "message"]);
+export const FREE_TEXT_FIELDS: ReadonlySet<string> = new Set(["description", "comment", "message", "note", "policies"]);
 
 /** The rule a String/ID input named `name` follows; null for other scalars (JSON checks itself). */
 export function textKindOf(scalar: string, name: string): TextKind | null {
@@ -81,36 +81,38 @@ function operationFieldIssues(args: Record<string, unknown>, info: GraphQLResolv
   const definition = info.parentType.getFields()[info.fieldName];
   if (!definition) return [];
   const issues = argumentTextIssues(definition.args, args);
-  const visitSelections = (parent: GraphQLNamedType | undefined, selectionSet: SelectionSetNode, prefix: string) => {
-    for (const selection of selectionSet.selections) {
-      if (selection.kind === Kind.FIELD) {
-        if (!parent || !(isObjectType(parent) || isInterfaceType(parent))) continue;
-        const field = parent.getFields()[selection.name.value];
-        if (!field) continue;
-        const key = `${prefix}${(selection.alias ?? selection.name).value}.`;
-        if (field.args.length > 0) {
-          let values: Record<string, unknown> | null = null;
-          try {
-            values = getArgumentValues(field, selection, info.variableValues);
-          } catch {
-            // Not coercible: execution answers that itself when it reaches the field.
-          }
-          if (values) issues.push(...argumentTextIssues(field.args, values, key));
-        }
-        if (selection.selectionSet) visitSelections(getNamedType(field.type), selection.selectionSet, key);
-      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-        const type = selection.typeCondition ? info.schema.getType(selection.typeCondition.name.value) : parent;
-        visitSelections(type ?? undefined, selection.selectionSet, prefix);
-      } else {
-        const fragment = info.fragments[selection.name.value];
-        if (fragment) visitSelections(info.schema.getType(fragment.typeCondition.name.value) ?? undefined, fragment.selectionSet, prefix);
-      }
-    }
-  };
   for (const node of info.fieldNodes) {
-    if (node.selectionSet) visitSelections(getNamedType(definition.type), node.selectionSet, `${(node.alias ?? node.name).value}.`);
+    if (node.selectionSet) visitSelections(info, issues, getNamedType(definition.type), node.selectionSet, `${(node.alias ?? node.name).value}.`);
   }
   return issues;
+}
+
+/** The arguments' text issues of every field under a selection set, into `issues`. */
+function visitSelections(info: GraphQLResolveInfo, issues: FieldIssue[], parent: GraphQLNamedType | undefined, selectionSet: SelectionSetNode, prefix: string): void {
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      if (!parent || !(isObjectType(parent) || isInterfaceType(parent))) continue;
+      const field = parent.getFields()[selection.name.value];
+      if (!field) continue;
+      const key = `${prefix}${(selection.alias ?? selection.name).value}.`;
+      if (field.args.length > 0) {
+        let values: Record<string, unknown> | null = null;
+        try {
+          values = getArgumentValues(field, selection, info.variableValues);
+        } catch {
+          // Not coercible: execution answers that itself when it reaches the field.
+        }
+        if (values) issues.push(...argumentTextIssues(field.args, values, key));
+      }
+      if (selection.selectionSet) visitSelections(info, issues, getNamedType(field.type), selection.selectionSet, key);
+    } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+      const type = selection.typeCondition ? info.schema.getType(selection.typeCondition.name.value) : parent;
+      visitSelections(info, issues, type ?? undefined, selection.selectionSet, prefix);
+    } else {
+      const fragment = info.fragments[selection.name.value];
+      if (fragment) visitSelections(info, issues, info.schema.getType(fragment.typeCondition.name.value) ?? undefined, fragment.selectionSet, prefix);
+    }
+  }
 }
 
 function check(args: Record<string, unknown>, info: GraphQLResolveInfo): void {

@@ -2,7 +2,7 @@ import { clean, cleanKeepingNull } from "./input.js";
 import { builder } from "../builder.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
-import { InvalidStateError } from "../../errors.js";
+import { InvalidStateError, UpstreamUnavailableError } from "../../errors.js";
 import type { ConnectionToolOverride, VirtualKey } from "../../generated/prisma/client.js";
 import DataLoader from "dataloader";
 import type { Context } from "../context.js";
@@ -10,6 +10,7 @@ import { loadUser } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import {
   clearToolOverride,
+  connectionTools,
   createConnection,
   createVirtualKey,
   deleteConnection,
@@ -57,6 +58,34 @@ function toolOverridesOf(ctx: Context, connectionId: string): Promise<Connection
 }
 
 /** Reached only through its (already authorized) connection: it has no read rule of its own. */
+const DestructiveSourceRef = builder.enumType("ToolDestructiveSource", {
+  description: "Why the gate treats a tool as destructive or not.",
+  values: {
+    OVERRIDE: { value: "override", description: "An admin's override on the connection." },
+    ANNOTATION: { value: "annotation", description: "The upstream's own MCP annotations (destructiveHint, readOnlyHint)." },
+    FALLBACK: { value: "fallback", description: "The tool carries neither hint: destructive, as MCP's defaults say (fail closed)." },
+  } as const,
+});
+
+/** Reached only through its (already authorized) connection: it has no read rule of its own. */
+const ConnectionToolRef = builder
+  .objectRef<Awaited<ReturnType<typeof connectionTools>>[number]>("ConnectionTool")
+  .implement({
+    description: "One tool of a connection's upstream MCP server, as agents see it in tools/list, with what the gate makes of it.",
+    fields: (t) => ({
+      name: t.exposeString("name", { description: "`<connection>.<tool>`: the name agents call." }),
+      upstreamName: t.exposeString("upstreamName", { description: "The upstream's own name: what an override names." }),
+      title: t.exposeString("title", { nullable: true }),
+      description: t.exposeString("description", { nullable: true }),
+      inputSchema: t.field({ type: "JSON", resolve: (tool) => tool.inputSchema as never }),
+      readOnlyHint: t.exposeBoolean("readOnlyHint", { nullable: true }),
+      destructiveHint: t.exposeBoolean("destructiveHint", { nullable: true }),
+      destructive: t.exposeBoolean("destructive", { description: "Whether the gate holds a call to it in production." }),
+      destructiveSource: t.field({ type: DestructiveSourceRef, resolve: (tool) => tool.destructiveSource }),
+    }),
+  });
+
+/** Reached only through its (already authorized) connection: it has no read rule of its own. */
 const ToolAnnotationOverrideRef = builder.objectRef<ConnectionToolOverride>("ToolAnnotationOverride").implement({
   description: "An admin's word on whether one upstream tool is destructive; it wins over the tool's MCP annotations (destructiveHint, readOnlyHint).",
   fields: (t) => ({
@@ -91,6 +120,13 @@ export const ToolConnectionRef = builder.prismaObject("Connection", {
       type: [ToolAnnotationOverrideRef],
       description: "Per-tool destructive overrides, by tool name.",
       resolve: (c, _a, ctx) => toolOverridesOf(ctx, c.id),
+    }),
+    tools: t.field({
+      type: [ConnectionToolRef],
+      errors: { types: [UpstreamUnavailableError] },
+      description: "The upstream's tools now (cached by the gateway for up to a minute), each with its annotations and whether the gate treats it as destructive. UpstreamUnavailableError when the upstream cannot be read.",
+      select: { url: true, credentialSealed: true, timeoutMs: true, updatedAt: true, name: true },
+      resolve: async (c, _a, ctx) => connectionTools(ctx, c, await toolOverridesOf(ctx, c.id)),
     }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),

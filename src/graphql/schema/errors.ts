@@ -3,6 +3,7 @@ import {
   AppError,
   ConflictError,
   InvalidStateError,
+  UpstreamUnavailableError,
   NotFoundError,
   PermissionDeniedError,
   UnauthenticatedError,
@@ -75,6 +76,16 @@ builder.objectType(InvalidStateError, {
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof InvalidStateError,
   fields: (t) => ({ resource: t.exposeString("resource"), state: t.exposeString("state") }),
+});
+
+builder.objectType(UpstreamUnavailableError, {
+  name: "UpstreamUnavailableError",
+  description: "An upstream MCP server could not be read: no url, unreachable, too slow, or it answered an error of its own.",
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof UpstreamUnavailableError,
+  fields: (t) => ({
+    reason: t.exposeString("reason", { description: "upstream_not_configured, upstream_unavailable, upstream_timeout or upstream_error." }),
+  }),
 });
 
 builder.objectType(UnauthenticatedError, {

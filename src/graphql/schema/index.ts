@@ -9,6 +9,7 @@ import "./access.js";
 import "./approvals.js";
 import "./gate.js";
 import "./workspace.js";
+import "./gateway-policies.js";
 import "./plan.js";
 import "./reservation.js";
 import "./resource-policy.js";

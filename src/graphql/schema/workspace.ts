@@ -71,7 +71,12 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
-    environment: t.exposeString("environment"),
+    environment: t.exposeString("environment", { description: "The environment's name: what approval-policy rules match on." }),
+    production: t.exposeBoolean("production", {
+      description:
+        "The environment tier, explicit (never read from the environment's name): the gateway holds destructive tool calls " +
+        "for approval only in a production workspace, and its Cedar context carries it as context.production.",
+    }),
     requiredApprovals: t.exposeInt("requiredApprovals", {
       description: "The baseline: approvals needed for every change no resource policy sets a count for (default 0).",
     }),
@@ -199,6 +204,7 @@ const CreateWorkspaceInputRef = builder.inputType("CreateWorkspaceInput", {
     stackId: t.id({ required: true }),
     name: t.string({ required: true, description: "Unique in the organization: the match value of workspace-family grants." }),
     environment: t.string({ description: "Default dev." }),
+    production: t.boolean({ description: "The tier, default false: say so explicitly for a production workspace, whatever its environment is named." }),
     requiredApprovals: t.int({ description: "The baseline, default 0." }),
   }),
 });
@@ -208,6 +214,9 @@ const UpdateWorkspaceInputRef = builder.inputType("UpdateWorkspaceInput", {
     id: t.id({ required: true }),
     name: t.string(),
     environment: t.string(),
+    production: t.boolean({
+      description: "The tier. Changing it decides whether destructive tool calls are held; it is published (webhook workspace.tier_changed).",
+    }),
     requiredApprovals: t.int({ description: "The baseline. Applies to every open plan at once (the gate is evaluated at apply time)." }),
   }),
 });

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Authz } from "../../authz/authz.js";
-import { ConflictError, InvalidStateError, NotFoundError } from "../../errors.js";
+import { ConflictError, InvalidStateError, NotFoundError, UpstreamUnavailableError } from "../../errors.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../gateway/keys.js";
 import type { Database } from "../../infra/db.js";
 import { uniqueViolation } from "../prisma-errors.js";
@@ -10,6 +10,8 @@ import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { endpointUrlProblem } from "../../domain/endpoint-url.js";
 import { sealConnectionCredential } from "../../gateway/connection-credential.js";
+import { listConnectionTools, UpstreamError, type ConnectionToolInfo } from "../../gateway/tools.js";
+import type { UpstreamPool } from "../../gateway/upstream.js";
 import type { Config } from "../../infra/config.js";
 
 /**
@@ -214,6 +216,28 @@ export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
   await authz.require(workspaceFamilyTarget(workspace, "connection", "delete"));
   await db.prisma.connection.delete({ where: { id: connection.id } });
   return connection;
+}
+
+// ─── a connection's upstream tools ────────────────────────────────────────────────────────────
+
+/** The gateway's upstream clients when it is mounted in this process (the demo upstream is reachable only through them). */
+export type GatewayUpstreams = UpstreamPool;
+
+/**
+ * The connection's tools as its upstream lists them now, with what the gate makes of each
+ * (override, annotations, or the fail-closed fallback). The caller has read the connection.
+ */
+export async function connectionTools(
+  deps: { db: Database; config: Pick<Config, "approvalSecret">; upstreams: GatewayUpstreams | null },
+  connection: Parameters<typeof listConnectionTools>[0],
+  overrides: readonly { tool: string; destructive: boolean }[],
+): Promise<ConnectionToolInfo[]> {
+  try {
+    return await listConnectionTools(connection, { upstreams: deps.upstreams, approvalSecret: deps.config.approvalSecret, overrides });
+  } catch (error) {
+    if (error instanceof UpstreamError) throw new UpstreamUnavailableError(error.code, error.message);
+    throw error;
+  }
 }
 
 // ─── per-tool destructive overrides ───────────────────────────────────────────────────────────

@@ -8,6 +8,8 @@ export type ScopedWorkspace = {
   orgId: string;
   name: string;
   environment: string;
+  /** The tier (docs/held-tool-calls.md, "The production tier"). */
+  production: boolean;
   frozen: boolean;
   archivedAt: Date | null;
   stack: { authzGroups: string[] };
@@ -19,7 +21,7 @@ export async function workspaceInViewerOrg(db: Database, authz: Authz, workspace
   const orgId = authz.viewer!.orgId;
   const workspace = await db.prisma.workspace.findFirst({
     where: { id: workspaceId, orgId },
-    select: { id: true, orgId: true, name: true, environment: true, frozen: true, archivedAt: true, stack: { select: { authzGroups: true } } },
+    select: { id: true, orgId: true, name: true, environment: true, production: true, frozen: true, archivedAt: true, stack: { select: { authzGroups: true } } },
   });
   if (!workspace) throw new NotFoundError("Workspace", workspaceId);
   return workspace;

@@ -1,0 +1,346 @@
+// Issue 14, target 1, "HTTP request path": a real Countersign server (`tsx src/main.ts`, the
+// product's own app factory, on a bench schema) and a bare graphql-yoga server (bench/http-bare.ts,
+// `viewer { name }` from memory) each in its own process, loaded alternately by the same bounded
+// client (autocannon in this process, same connections, same duration, warm-up first):
+//
+// - `{ __typename }` with a valid token: at least 0.8× bare yoga's requests per second;
+// - `{ viewer { name } }`, authenticated: at least 0.6×;
+// - the dashboard's workspace list (operations/workspaces.graphql) on an organization of 50
+//   workspaces with reservations and open plans, beside one raw SQL statement reading the same
+//   rows (context, no target).
+//
+// Every response is checked: a load run whose responses are not the expected body (a 429, an
+// error, a wrong viewer) is reported as failed, not as fast. Loopback only; every loop is bounded.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
+import autocannon from "autocannon";
+import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
+import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
+import type { Database } from "../src/infra/db.js";
+import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
+import { BENCH_DATABASE_URL, consume, log, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+
+const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
+/** Seconds per measured load run; each case runs ROUNDS times per server, alternating; rows give the means. */
+const SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 8);
+const WARMUP_SECONDS = Number(process.env.BENCH_HTTP_WARMUP_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS ?? 2);
+const WORKSPACES = 50;
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const VIEWER_NAME = "Bench Viewer";
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+/** Which parts run (comma-separated: typename, viewer, workspaces); all by default. For profiling one. */
+const ONLY = new Set((process.env.BENCH_HTTP_ONLY ?? "typename,viewer,workspaces").split(",").map((s) => s.trim()));
+
+// ── The organization: 50 workspaces, reservations, open plans ─────────────────────────
+
+interface Seeded {
+  orgId: string;
+  token: string;
+}
+
+async function seed(db: Database): Promise<Seeded> {
+  await reconcileSystemRoles(db.prisma);
+  const org = await db.prisma.organization.create({ data: { slug: `bench-${randomUUID().slice(0, 8)}`, name: "Bench" } });
+  const people = Array.from({ length: 20 }, (_, i) => ({ id: randomUUID(), email: `u${i}-${org.id}@bench.local`, name: i === 0 ? VIEWER_NAME : `User ${i}` }));
+  await db.prisma.user.createMany({ data: people });
+  await db.prisma.membership.createMany({ data: people.map((p) => ({ orgId: org.id, userId: p.id })) });
+  // The viewer reads workspaces and approves plans (the dashboard's usual caller); the others approve.
+  await db.prisma.roleAssignment.createMany({
+    data: people.map((p, i) => ({ orgId: org.id, userId: p.id, roleId: systemRoleId(i === 0 ? "workspace-reader" : "workspace-approver") })),
+  });
+  const roles = await Promise.all(
+    Array.from({ length: 3 }, (_, i) => db.prisma.role.create({ data: { orgId: org.id, key: `oncall-${i}`, name: `On call ${i}` } })),
+  );
+  const stacks = await Promise.all(
+    Array.from({ length: 5 }, (_, i) => db.prisma.stack.create({ data: { orgId: org.id, name: `stack-${i}`, authzGroups: i % 2 ? ["platform"] : [] } })),
+  );
+  const workspaces = await Promise.all(
+    Array.from({ length: WORKSPACES }, (_, i) =>
+      db.prisma.workspace.create({
+        data: { orgId: org.id, stackId: stacks[i % stacks.length]!.id, name: `ws-${String(i).padStart(2, "0")}`, environment: i % 3 ? "staging" : "production", production: i % 3 === 0, requiredApprovals: 1 + (i % 3) },
+      }),
+    ),
+  );
+  const user = (i: number) => people[i % people.length]!.id;
+  // Each workspace: one active reservation (a person or a role), one released; two open plans
+  // with two approvals each (one withdrawn on every third), and three finished plans (not listed).
+  await db.prisma.reservation.createMany({
+    data: workspaces.flatMap((w, i) => [
+      i % 2
+        ? { orgId: org.id, workspaceId: w.id, holderRoleId: roles[i % roles.length]!.id, placedById: user(i + 1) }
+        : { orgId: org.id, workspaceId: w.id, holderUserId: user(i + 2), placedById: user(i + 1) },
+      { orgId: org.id, workspaceId: w.id, holderUserId: user(i + 3), placedById: user(i + 3), releasedAt: new Date(), releasedById: user(i + 4), releaseReason: "released" },
+    ]),
+  });
+  const plans = workspaces.flatMap((w, i) => [
+    ...[0, 1].map((k) => ({ id: randomUUID(), orgId: org.id, workspaceId: w.id, submittedById: user(i + k + 5), status: "planned" as const })),
+    ...[0, 1, 2].map((k) => ({ id: randomUUID(), orgId: org.id, workspaceId: w.id, submittedById: user(i + k + 7), status: "applied" as const })),
+  ]);
+  await db.prisma.plan.createMany({ data: plans });
+  await db.prisma.approval.createMany({
+    data: plans
+      .filter((p) => p.status === "planned")
+      .flatMap((p, i) => [
+        { planId: p.id, userId: user(i + 10) },
+        i % 3 === 0
+          ? { planId: p.id, userId: user(i + 11), withdrawnAt: new Date(), withdrawnById: user(i + 11) }
+          : { planId: p.id, userId: user(i + 11) },
+      ]),
+  });
+  const token = generateToken();
+  await db.prisma.apiToken.create({ data: { userId: people[0]!.id, orgId: org.id, name: "bench", tokenHash: hashToken(token), prefix: tokenPrefix(token) } });
+  return { orgId: org.id, token };
+}
+
+/** The same rows the workspace list returns, in one statement (what a hand-written endpoint would send). */
+const RAW_WORKSPACE_LIST_SQL = `
+  SELECT w.id, w.name, w.environment, w."archivedAt" IS NOT NULL AS archived, w.frozen, w."requiredApprovals",
+         json_build_object('id', s.id, 'name', s.name) AS stack,
+         (SELECT json_agg(json_build_object(
+                   'id', r.id, 'holderUser', hu.name, 'holderRole', hr.name, 'placedBy', pb.name, 'placedAt', r."placedAt"))
+            FROM reservations r
+            LEFT JOIN users hu ON hu.id = r."holderUserId"
+            LEFT JOIN roles hr ON hr.id = r."holderRoleId"
+            JOIN users pb ON pb.id = r."placedById"
+           WHERE r."workspaceId" = w.id AND r."releasedAt" IS NULL) AS reservations,
+         (SELECT json_agg(json_build_object(
+                   'id', p.id, 'status', p.status, 'createdAt', p."createdAt", 'submittedBy', sb.name,
+                   'changeCount', (SELECT count(*) FROM resource_changes c WHERE c."planId" = p.id),
+                   'approvals', (SELECT json_agg(json_build_object('id', a.id, 'user', au.name, 'withdrawnAt', a."withdrawnAt"))
+                                   FROM approvals a JOIN users au ON au.id = a."userId" WHERE a."planId" = p.id))
+                   ORDER BY p."createdAt", p.id)
+            FROM plans p JOIN users sb ON sb.id = p."submittedById"
+           WHERE p."workspaceId" = w.id AND p.status IN ('planned', 'applying')) AS "openPlans"
+    FROM workspaces w JOIN stacks s ON s.id = w."stackId"
+   WHERE w."orgId" = $1 AND w."archivedAt" IS NULL
+   ORDER BY w.name, w.id
+   LIMIT 101`;
+
+// ── Servers ───────────────────────────────────────────────────────────────────────────
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+interface Started {
+  url: string;
+  child: ChildProcess;
+}
+
+async function start(label: string, script: string, env: Record<string, string>): Promise<Started> {
+  const port = await freePort();
+  const profile = process.env.BENCH_HTTP_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_HTTP_CPU_PROF}/${label}`] : [];
+  const child = spawn(process.execPath, [...profile, "--import", "tsx", script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1" },
+    // Countersign logs one line per operation (LOG_LEVEL info, its default): written, then dropped.
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `http://127.0.0.1:${port}/graphql`;
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null) throw new Error(`${label} exited with ${child.exitCode}`);
+    const ok = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query: "{ __typename }" }) }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return { url, child };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill();
+  throw new Error(`${label} did not answer within 60 s`);
+}
+
+async function stop(server: Started | undefined): Promise<void> {
+  if (!server || server.child.exitCode !== null) return;
+  server.child.kill("SIGTERM");
+  await new Promise((r) => server.child.once("exit", r).once("error", r));
+}
+
+// ── Load ──────────────────────────────────────────────────────────────────────────────
+
+interface Case {
+  key: string;
+  label: string;
+  query: string;
+  /** The exact body every response must carry. */
+  expect: string;
+}
+
+const CASES: Case[] = [
+  { key: "typename", label: "{ __typename } with a valid token", query: "{ __typename }", expect: JSON.stringify({ data: { __typename: "Query" } }) },
+  { key: "viewer", label: "authenticated { viewer { name } }", query: "{ viewer { name } }", expect: JSON.stringify({ data: { viewer: { name: VIEWER_NAME } } }) },
+];
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  bad: number;
+  /** The server process's CPU time (user + system) per answered request, ms: independent of other load. */
+  cpuMs: number;
+}
+
+/** utime + stime of a process, in ms (Linux /proc; clock ticks are 100 Hz here). */
+function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function load(server: Started, token: string, query: string, expect: string, seconds: number): Promise<Load> {
+  const url = server.url;
+  const cpuBefore = cpuMsOf(server.child.pid!);
+  const result = await autocannon({
+    url,
+    method: "POST",
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query }),
+    expectBody: expect,
+  });
+  const answered = Math.max(1, result["2xx"]);
+  return {
+    cpuMs: (cpuMsOf(server.child.pid!) - cpuBefore) / answered,
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    bad: result.non2xx + result.mismatches + result.errors + result.timeouts,
+  };
+}
+
+/** Checks one response by hand before loading, so a misconfigured run fails loudly. */
+async function check(url: string, token: string, query: string, expect: string): Promise<void> {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify({ query }) });
+  const body = await res.text();
+  if (res.status !== 200 || body !== expect) throw new Error(`${url} answered ${res.status} ${body.slice(0, 300)} to ${query}; expected ${expect}`);
+}
+
+const load1 = () => loadavg()[0]!.toFixed(2);
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+
+async function throughputRows(bare: Started, countersign: Started, token: string): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  const targets = [0.8, 0.6];
+  for (const [i, c] of CASES.entries()) {
+    if (!ONLY.has(c.key)) continue;
+    await check(bare.url, token, c.query, c.expect);
+    await check(countersign.url, token, c.query, c.expect);
+    // Warm-up: JIT, prepared statements, pools, caches on both sides. Not counted.
+    await load(bare, token, c.query, c.expect, WARMUP_SECONDS);
+    await load(countersign, token, c.query, c.expect, WARMUP_SECONDS);
+    const runs = { bare: [] as Load[], countersign: [] as Load[] };
+    for (let r = 0; r < ROUNDS; r++) {
+      // Alternating, so a burst of load from elsewhere on the machine falls on both.
+      const b = await load(bare, token, c.query, c.expect, SECONDS);
+      const s = await load(countersign, token, c.query, c.expect, SECONDS);
+      runs.bare.push(b);
+      runs.countersign.push(s);
+      log(
+        `${c.label} round ${r + 1}: ratio ${(s.rps / b.rps).toFixed(2)}, bare ${b.rps.toFixed(0)} req/s (p50 ${b.p50} ms, ${b.cpuMs.toFixed(3)} ms CPU each), ` +
+          `countersign ${s.rps.toFixed(0)} req/s (p50 ${s.p50} ms, p99 ${s.p99} ms, ${s.cpuMs.toFixed(3)} ms CPU each), load average ${load1()}`,
+      );
+    }
+    const bad = [...runs.bare, ...runs.countersign].reduce((n, l) => n + l.bad, 0);
+    const bareRps = mean(runs.bare.map((l) => l.rps));
+    const csRps = mean(runs.countersign.map((l) => l.rps));
+    const target = targets[i]!;
+    rows.push(
+      row(`${c.label}, ${CONNECTIONS} connections (req/s)`, csRps, "req/s", {
+        baseline: { name: "bare graphql-yoga", value: bareRps },
+        target: `≥ ${target}× bare`,
+        // Throughput: higher is better, so the ratio must reach the target; a bad response fails the row.
+        pass: bad === 0 && csRps / bareRps >= target,
+      }),
+      row(`${c.label} (p50 latency)`, mean(runs.countersign.map((l) => l.p50)), "ms", {
+        baseline: { name: "bare graphql-yoga", value: mean(runs.bare.map((l) => l.p50)) },
+        target: "context",
+      }),
+      // The server's own CPU per request does not depend on what else the machine runs
+      // (PostgreSQL's share of a request is not in it).
+      row(`${c.label} (server CPU per request)`, mean(runs.countersign.map((l) => l.cpuMs)), "ms", {
+        baseline: { name: "bare graphql-yoga", value: mean(runs.bare.map((l) => l.cpuMs)) },
+        target: "context",
+      }),
+    );
+    if (bad > 0) log(`${c.label}: ${bad} responses were not the expected body`);
+  }
+  return rows;
+}
+
+async function workspaceListRows(db: Database, countersign: Started, s: Seeded): Promise<BenchRow[]> {
+  // Exactly what the dashboard sends (src/dashboard/app.ts, loadWorkspaces): the generated document, 100 a page.
+  const body = JSON.stringify({ query: WorkspacesDocument.toString(), variables: { first: 100, after: null } });
+  const headers = { "content-type": "application/json", authorization: `Bearer ${s.token}` };
+  const once = async () => {
+    const res = await fetch(countersign.url, { method: "POST", headers, body });
+    const json = (await res.json()) as { data?: { workspaces: { edges: { node: { reservations: unknown[]; openPlans: unknown[] } }[] } }; errors?: unknown[] };
+    if (res.status !== 200 || json.errors || !json.data) throw new Error(`workspace list answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
+    return json.data.workspaces.edges;
+  };
+  const edges = await once();
+  const openPlans = edges.reduce((n, e) => n + e.node.openPlans.length, 0);
+  const reservations = edges.reduce((n, e) => n + e.node.reservations.length, 0);
+  log(`workspace list: ${edges.length} workspaces, ${reservations} active reservations, ${openPlans} open plans`);
+  if (edges.length !== WORKSPACES || openPlans !== 2 * WORKSPACES || reservations !== WORKSPACES) throw new Error("the workspace list did not return the seeded rows");
+  const raw = await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true });
+  if (raw.length !== WORKSPACES) throw new Error(`the raw workspace list returned ${raw.length} rows`);
+
+  const http = await timeAsync(async () => consume(await once()), { warmup: 20, iterations: 100 });
+  const sql = await timeAsync(async () => consume(await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true })), { warmup: 20, iterations: 100 });
+  log(`workspace list: HTTP p50 ${http.p50.toFixed(2)} ms p99 ${http.p99.toFixed(2)} ms; raw SQL p50 ${sql.p50.toFixed(2)} ms; load average ${load1()}`);
+  const label = `workspace list (dashboard), ${WORKSPACES} workspaces with reservations and open plans, one client`;
+  return [
+    row(`${label} (p50)`, http.p50, "ms", { baseline: { name: "raw SQL of the same rows, one statement", value: sql.p50 }, target: "context" }),
+    row(`${label} (p99)`, http.p99, "ms", { baseline: { name: "raw SQL p99", value: sql.p99 }, target: "context" }),
+  ];
+}
+
+export async function run(): Promise<BenchRow[]> {
+  return withBenchSchema(async (db, schema) => {
+    const seeded = await seed(db);
+    let bare: Started | undefined;
+    let countersign: Started | undefined;
+    try {
+      bare = await start("bare-yoga", "bench/http-bare.ts", { BENCH_VIEWER_NAME: VIEWER_NAME });
+      countersign = await start("countersign", "src/main.ts", {
+        DATABASE_URL: BENCH_DATABASE_URL,
+        DATABASE_SCHEMA: schema,
+        REDIS_URL,
+        LOG_LEVEL: process.env.BENCH_HTTP_LOG_LEVEL ?? "info",
+        // The stream and delivery workers poll on their own: not part of a request.
+        COUNTERSIGN_WORKERS: "none",
+        COUNTERSIGN_SEED_DEMO: "never",
+        // The limiter runs on every request, but one token at this rate is not what it is for.
+        COUNTERSIGN_RATE_LIMIT_RPS: "1000000",
+      });
+      log(`servers up; load average ${load1()}`);
+      const rows = await throughputRows(bare, countersign, seeded.token);
+      if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, seeded)));
+      log(`load average at the end ${load1()}`);
+      return rows;
+    } finally {
+      await stop(countersign);
+      await stop(bare);
+    }
+  });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { formatTable } = await import("./lib.js");
+  console.log(formatTable(await run()));
+  process.exit(0);
+}

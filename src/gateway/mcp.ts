@@ -1,0 +1,137 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway } from "./gateway.js";
+
+/**
+ * The gateway on the MCP Streamable HTTP transport (the SDK's own server transport, stateless:
+ * one transport and one low-level `Server` per HTTP request, JSON answers, no session). It serves
+ * `initialize`, `ping`, `tools/list` and `tools/call`, and accepts the client's notifications.
+ *
+ * Every answer the gateway gives a `tools/call` is a JSON-RPC answer on HTTP 200 here: the
+ * transport (and the SDK's client) treat any other status as a transport failure, so a held call
+ * is the JSON-RPC error -32003 `approval_required` with its data (docs/held-tool-calls.md). The
+ * plain JSON-RPC POST beside it keeps the HTTP statuses (423 and the rest).
+ *
+ * A single `tools/call` request (what an agent sends most) is answered without building a
+ * Server: the same checks the transport makes (Accept, Content-Type, MCP-Protocol-Version) and
+ * the same JSON answer; every other message goes through the SDK's Server and transport.
+ *
+ * The virtual key (`Authorization: Bearer`) is checked before the transport sees anything but a
+ * `tools/call` (401 over HTTP, as MCP's authorization asks); a `tools/call` is checked by the
+ * gateway itself in the same database round trip as its route, and a bad key is the JSON-RPC
+ * error -32001 `unauthorized`.
+ */
+const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
+
+export type McpHandler = (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>;
+
+export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { name: string; version: string }; instructions?: string } = {}): McpHandler {
+  const serverInfo = options.serverInfo ?? { name: "countersign-gateway", version: "1.0.0" };
+  const instructions =
+    options.instructions ??
+    "Tools are namespaced by connection (`<connection>.<tool>`). A destructive call in production may be held: the error -32003 approval_required carries approval_id, tool, expires_at and inbox_url; re-issue the identical call with x-obol-approval-id and x-obol-approval-token once approved.";
+
+  return async (req, res, body) => {
+    const header = (name: string) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    const authorization = header("authorization");
+    const messages = Array.isArray(body) ? (body as unknown[]) : [body];
+    const onlyCalls = messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
+    // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
+    // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
+    const malformed = messages.find((m) => (m as { method?: unknown }).method === "tools/call" && !callParams.safeParse((m as { params?: unknown }).params).success) as { id?: unknown } | undefined;
+    if (malformed && !Array.isArray(body)) {
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: malformed.id ?? null, error: { code: GATEWAY_JSONRPC.invalidParams, message: "invalid_params", data: { error: "invalid_params", message: "tools/call takes a tool name and, optionally, arguments as a JSON object" } } }));
+      return;
+    }
+    // The hot path: one tools/call is answered here, with the transport's own checks and wire
+    // format (a JSON answer on HTTP 200, no session), without building a Server for it.
+    if (!Array.isArray(body) && onlyCalls && isRequest(body)) {
+      const refused = transportRefusal(req);
+      if (refused) {
+        res.writeHead(refused.status, { "content-type": "application/json" });
+        res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: refused.message }, id: null }));
+        return;
+      }
+      const answer = await gateway.handleToolCall({
+        authorization,
+        approvalId: header(APPROVAL_ID_HEADER),
+        approvalToken: header(APPROVAL_TOKEN_HEADER),
+        idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
+        body: { jsonrpc: "2.0", id: body.id, method: "tools/call", params: body.params },
+      });
+      const rpc = answer.body as { result?: unknown; error?: unknown };
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result }));
+      return;
+    }
+    if (!onlyCalls) {
+      if (!(await gateway.authenticate({ authorization }))) {
+        res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="countersign-gateway"', "cache-control": "no-store" });
+        res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: GATEWAY_JSONRPC.unauthorized, message: "unauthorized: send a live virtual key as `Authorization: Bearer <key>`" } }));
+        return;
+      }
+    }
+
+    const server = new Server(serverInfo, { capabilities: { tools: {} }, instructions });
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      const listed = await gateway.listTools({ authorization });
+      if (!listed.ok) throw new RpcError(GATEWAY_JSONRPC.unauthorized, "unauthorized", undefined);
+      return { tools: listed.tools };
+    });
+    server.setRequestHandler(CallToolRequestSchema, async (request) => {
+      const answer = await gateway.handleToolCall({
+        authorization,
+        approvalId: header(APPROVAL_ID_HEADER),
+        approvalToken: header(APPROVAL_TOKEN_HEADER),
+        idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
+        body: { jsonrpc: "2.0", id: 0, method: "tools/call", params: request.params },
+      });
+      const rpc = answer.body as { result?: CallToolResult; error?: { code: number; message: string; data?: unknown } };
+      if (rpc.error) throw new RpcError(rpc.error.code, rpc.error.message, rpc.error.data);
+      return rpc.result!;
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on("close", () => {
+      void transport.close().catch(() => {});
+      void server.close().catch(() => {});
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, body);
+  };
+}
+
+function isRequest(value: unknown): value is { jsonrpc: "2.0"; id: string | number; method: string; params?: unknown } {
+  if (typeof value !== "object" || value === null) return false;
+  const v = value as { jsonrpc?: unknown; id?: unknown };
+  return v.jsonrpc === "2.0" && (typeof v.id === "string" || (typeof v.id === "number" && Number.isInteger(v.id)));
+}
+
+/** What the SDK's Streamable HTTP transport refuses before it reads a POST (the same statuses and codes). */
+function transportRefusal(req: IncomingMessage): { status: number; message: string } | null {
+  const accept = String(req.headers.accept ?? "");
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) return { status: 406, message: "Not Acceptable: Client must accept both application/json and text/event-stream" };
+  if (!String(req.headers["content-type"] ?? "").includes("application/json")) return { status: 415, message: "Unsupported Media Type: Content-Type must be application/json" };
+  const version = req.headers["mcp-protocol-version"];
+  if (typeof version === "string" && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+    return { status: 400, message: `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})` };
+  }
+  return null;
+}
+
+/** Thrown from a handler, the SDK's server answers it as this JSON-RPC error (code, message and data as they are). */
+class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data: unknown,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,336 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { openConnectionCredential } from "./connection-credential.js";
+
+/**
+ * The gateway's side of its upstreams: every connection is a real MCP server on the Streamable
+ * HTTP transport. One connected SDK `Client` per connection is kept and reused (no `initialize`
+ * per call), together with its tools list; both are dropped when the connection's url,
+ * credential or `updatedAt` change, and the client is reconnected after a transport failure.
+ */
+
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000;
+const MISSING_TOOL_REREAD_MS = 5_000;
+
+/** What the gateway needs of a connection to reach its upstream. */
+export type UpstreamConnection = {
+  id: string;
+  url: string | null;
+  /** `sealConnectionCredential(approvalSecret, <Authorization header value>)`, or null. */
+  credentialSealed: string | null;
+  timeoutMs: number | null;
+  /** Any change to the row (ISO string or Date) retires the cached client and tools list. */
+  updatedAt: Date | string;
+};
+
+export type UpstreamErrorCode =
+  /** The connection has no url. */
+  | "upstream_not_configured"
+  /** Unreachable, refused the connection, answered a transport error, or its credential cannot be opened. */
+  | "upstream_unavailable"
+  /** No answer within the connection's timeout. */
+  | "upstream_timeout"
+  /** The upstream answered a JSON-RPC error of its own (its code and message are kept). */
+  | "upstream_error";
+
+export class UpstreamError extends Error {
+  constructor(
+    readonly code: UpstreamErrorCode,
+    message: string,
+    /** The upstream's own JSON-RPC error code, for `upstream_error`. */
+    readonly upstreamCode?: number,
+  ) {
+    super(message);
+    this.name = "UpstreamError";
+  }
+}
+
+export type UpstreamTool = Pick<Tool, "name" | "description" | "inputSchema" | "outputSchema" | "annotations" | "title">;
+
+export type UpstreamPoolOptions = {
+  /** Opens the sealed credential. Without one, a connection with a credential is unavailable. */
+  approvalSecret?: string | undefined;
+  /** For connections without their own timeoutMs. Default 10 s. */
+  defaultTimeoutMs?: number;
+  /** How long a tools list is trusted before it is read again. Default 60 s. */
+  toolsTtlMs?: number;
+  /**
+   * The fetch the transports use. Default `upstreamFetch` (node:http for POSTs, keep-alive);
+   * the embedded default wraps it to reach its in-process demo upstream.
+   */
+  fetch?: typeof fetch;
+  clientInfo?: { name: string; version: string };
+};
+
+export type UpstreamPool = {
+  /** The upstream's tools (cached). Throws UpstreamError. */
+  tools(connection: UpstreamConnection): Promise<UpstreamTool[]>;
+  /** One tool by its upstream name, or null when the upstream does not serve it (the list is read again once first). */
+  tool(connection: UpstreamConnection, name: string): Promise<UpstreamTool | null>;
+  /** `tools/call` on the upstream. A result with `isError` is a result, not an error. Throws UpstreamError. */
+  call(connection: UpstreamConnection, name: string, args: Record<string, unknown>): Promise<CallToolResult>;
+  /** A round trip to the upstream now (MCP `ping`). Throws UpstreamError. */
+  ping(connection: UpstreamConnection): Promise<void>;
+  /** Drops the cached client and tools list of one connection. */
+  forget(connectionId: string): void;
+  close(): Promise<void>;
+};
+
+type Entry = {
+  version: string;
+  client: Promise<Client> | null;
+  tools: { at: number; list: UpstreamTool[]; byName: Map<string, UpstreamTool> } | null;
+  loading: Promise<UpstreamTool[]> | null;
+};
+
+export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamPool {
+  const defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
+  const toolsTtlMs = options.toolsTtlMs ?? 60_000;
+  const clientInfo = options.clientInfo ?? { name: "countersign-gateway", version: "1.0.0" };
+  const entries = new Map<string, Entry>();
+
+  const versionOf = (c: UpstreamConnection) => `${c.url ?? ""}\n${c.credentialSealed ?? ""}\n${c.updatedAt instanceof Date ? c.updatedAt.toISOString() : String(c.updatedAt)}`;
+  const timeoutOf = (c: UpstreamConnection) => (c.timeoutMs && c.timeoutMs > 0 ? c.timeoutMs : defaultTimeoutMs);
+
+  function entryOf(c: UpstreamConnection): Entry {
+    const version = versionOf(c);
+    const existing = entries.get(c.id);
+    if (existing && existing.version === version) return existing;
+    if (existing) retire(existing);
+    const entry: Entry = { version, client: null, tools: null, loading: null };
+    entries.set(c.id, entry);
+    return entry;
+  }
+
+  function retire(entry: Entry): void {
+    const client = entry.client;
+    entry.client = null;
+    entry.tools = null;
+    client?.then((cl) => cl.close()).catch(() => {});
+  }
+
+  function headersOf(c: UpstreamConnection): Record<string, string> {
+    if (!c.credentialSealed) return {};
+    const credential = options.approvalSecret ? openConnectionCredential(options.approvalSecret, c.credentialSealed) : null;
+    // A credential that cannot be opened is never replaced by none: the upstream is unavailable.
+    if (credential === null) throw new UpstreamError("upstream_unavailable", "the connection's credential cannot be opened with this gateway's secret");
+    return { authorization: credential };
+  }
+
+  function connect(c: UpstreamConnection, entry: Entry): Promise<Client> {
+    if (entry.client) return entry.client;
+    if (!c.url) return Promise.reject(new UpstreamError("upstream_not_configured", "the connection has no upstream url"));
+    let url: URL;
+    try {
+      url = new URL(c.url);
+    } catch {
+      return Promise.reject(new UpstreamError("upstream_not_configured", "the connection's upstream url is not a URL"));
+    }
+    const attempt = (async () => {
+      const transport = new StreamableHTTPClientTransport(url, {
+        requestInit: { headers: headersOf(c) },
+        fetch: options.fetch ?? upstreamFetch,
+        // A stateless upstream has no standalone stream to resume; never retry in the background.
+        reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1 },
+      });
+      const client = new Client(clientInfo, { capabilities: {} });
+      client.onerror = () => {}; // failures surface on the request that met them
+      try {
+        await client.connect(transport, { timeout: timeoutOf(c) });
+      } catch (error) {
+        await client.close().catch(() => {});
+        throw toUpstreamError(error);
+      }
+      client.onclose = () => {
+        if (entry.client === attempt) entry.client = null;
+      };
+      return client;
+    })();
+    entry.client = attempt;
+    // A failed connect is not cached: the next request tries again.
+    attempt.catch(() => {
+      if (entry.client === attempt) entry.client = null;
+    });
+    return attempt;
+  }
+
+  /**
+   * Runs one request on the connection's client; a transport failure drops the client. A 404 on
+   * a client that has a session is the upstream having forgotten it (it restarted): the request
+   * was not processed, so it is sent once more on a new session. Nothing else is retried: a call
+   * that may have reached the upstream is never sent twice.
+   */
+  async function withClient<T>(c: UpstreamConnection, run: (client: Client, timeout: number) => Promise<T>): Promise<T> {
+    const entry = entryOf(c);
+    for (let attempt = 0; ; attempt++) {
+      const client = await connect(c, entry);
+      try {
+        return await run(client, timeoutOf(c));
+      } catch (error) {
+        const mapped = toUpstreamError(error);
+        if (mapped.code !== "upstream_error" && entry.client) {
+          const stale = entry.client;
+          entry.client = null;
+          stale.then((cl) => cl.close()).catch(() => {});
+        }
+        const sessionLost = error instanceof StreamableHTTPError && error.code === 404 && sessionOf(client) !== undefined;
+        if (sessionLost && attempt === 0) continue;
+        throw mapped;
+      }
+    }
+  }
+
+  async function loadTools(c: UpstreamConnection, entry: Entry): Promise<UpstreamTool[]> {
+    if (entry.loading) return entry.loading;
+    const loading = withClient(c, async (client, timeout) => {
+      const list: UpstreamTool[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const answer = await client.listTools(cursor ? { cursor } : undefined, { timeout });
+        for (const t of answer.tools) list.push({ name: t.name, description: t.description, inputSchema: t.inputSchema, outputSchema: t.outputSchema, annotations: t.annotations, title: t.title });
+        cursor = answer.nextCursor;
+        if (!cursor) break;
+      }
+      if (entries.get(c.id) === entry) entry.tools = { at: Date.now(), list, byName: new Map(list.map((t) => [t.name, t])) };
+      return list;
+    }).finally(() => {
+      entry.loading = null;
+    });
+    entry.loading = loading;
+    return loading;
+  }
+
+  const fresh = (entry: Entry) => entry.tools !== null && Date.now() - entry.tools.at < toolsTtlMs;
+
+  return {
+    async tools(c) {
+      const entry = entryOf(c);
+      if (fresh(entry)) return entry.tools!.list;
+      return loadTools(c, entry);
+    },
+    async tool(c, name) {
+      const entry = entryOf(c);
+      if (fresh(entry)) {
+        const hit = entry.tools!.byName.get(name);
+        if (hit) return hit;
+      }
+      // Stale, or missing from a list older than a few seconds: read it again (the upstream may
+      // have added the tool since). A name missing from a list just read is unknown, without
+      // another read: unknown names never turn into a stream of reads of the upstream.
+      if (fresh(entry) && Date.now() - entry.tools!.at < MISSING_TOOL_REREAD_MS) return null;
+      await loadTools(c, entry);
+      return entry.tools?.byName.get(name) ?? null;
+    },
+    async call(c, name, args) {
+      return withClient(c, async (client, timeout) => (await client.callTool({ name, arguments: args }, undefined, { timeout })) as CallToolResult);
+    },
+    async ping(c) {
+      await withClient(c, (client, timeout) => client.ping({ timeout }));
+    },
+    forget(connectionId) {
+      const entry = entries.get(connectionId);
+      if (entry) retire(entry);
+      entries.delete(connectionId);
+    },
+    async close() {
+      const all = [...entries.values()];
+      entries.clear();
+      await Promise.all(all.map(async (e) => (await e.client?.catch(() => null))?.close().catch(() => {})));
+    },
+  };
+}
+
+function sessionOf(client: Client): string | undefined {
+  const transport = client.transport;
+  return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
+}
+
+function toUpstreamError(error: unknown): UpstreamError {
+  if (error instanceof UpstreamError) return error;
+  if (error instanceof McpError) {
+    if (error.code === ErrorCode.RequestTimeout) return new UpstreamError("upstream_timeout", "the upstream did not answer in time");
+    if (error.code === ErrorCode.ConnectionClosed) return new UpstreamError("upstream_unavailable", "the upstream closed the connection");
+    return new UpstreamError("upstream_error", error.message, error.code);
+  }
+  if (error instanceof StreamableHTTPError) return new UpstreamError("upstream_unavailable", `the upstream answered HTTP ${error.code ?? "?"}`);
+  const message = error instanceof Error ? error.message : String(error);
+  return new UpstreamError("upstream_unavailable", `the upstream is unreachable (${message})`);
+}
+
+// ─── destructive ─────────────────────────────────────────────────────────────────────────────
+
+export type DestructiveSource = "override" | "annotation" | "fallback";
+
+/**
+ * Whether a call of an upstream tool is destructive (the gate holds destructive calls in
+ * production), in this order:
+ * 1. the connection's override for the tool, set by an admin;
+ * 2. the upstream's annotations: `readOnlyHint: true` is not destructive; otherwise an explicit
+ *    `destructiveHint` decides; `readOnlyHint: false` alone is destructive (MCP's default for
+ *    `destructiveHint`);
+ * 3. fallback, for a tool with neither hint: destructive (MCP's defaults, and fail closed). An
+ *    admin override is how such a tool is marked safe.
+ */
+export function classifyTool(tool: Pick<UpstreamTool, "annotations"> | null, override: boolean | null): { destructive: boolean; source: DestructiveSource } {
+  if (override !== null) return { destructive: override, source: "override" };
+  const a = tool?.annotations;
+  if (a?.readOnlyHint === true) return { destructive: false, source: "annotation" };
+  if (typeof a?.destructiveHint === "boolean") return { destructive: a.destructiveHint, source: "annotation" };
+  if (a?.readOnlyHint === false) return { destructive: true, source: "annotation" };
+  return { destructive: true, source: "fallback" };
+}
+
+// ─── the transport's fetch ─────────────────────────────────────────────────────────────────────
+
+const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
+const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 64 });
+
+/**
+ * The upstream transports' fetch: a POST (every request and notification the gateway sends) goes
+ * over node:http on a keep-alive agent and its answer is read whole — a JSON answer, or the SSE
+ * stream the upstream closes once it has answered that request — which costs a fraction of
+ * undici's fetch on the hot path. Anything else (the standalone GET stream, DELETE) is the
+ * platform's fetch.
+ */
+export const upstreamFetch: typeof fetch = async (input, init) => {
+  const method = (init?.method ?? "GET").toUpperCase();
+  const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+  if (method !== "POST" || (url.protocol !== "http:" && url.protocol !== "https:")) return fetch(input, init);
+  const headers: Record<string, string> = {};
+  new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+  const body = typeof init?.body === "string" ? init.body : init?.body == null ? "" : null;
+  if (body === null) return fetch(input, init);
+  headers["content-length"] = String(Buffer.byteLength(body));
+  const signal = init?.signal ?? undefined;
+  return new Promise<Response>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
+    const secure = url.protocol === "https:";
+    const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, agent: secure ? httpsAgent : httpAgent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("error", reject);
+      res.on("end", () => {
+        const status = res.statusCode ?? 502;
+        const payload = status === 204 || status === 304 || chunks.length === 0 ? null : Buffer.concat(chunks);
+        resolve(new Response(payload, { status, headers: responseHeaders(res.headers) }));
+      });
+    });
+    const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
+    signal?.addEventListener("abort", onAbort, { once: true });
+    req.on("close", () => signal?.removeEventListener("abort", onAbort));
+    req.on("error", reject);
+    req.end(body);
+  });
+};
+
+function responseHeaders(raw: IncomingHttpHeaders): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  return headers;
+}
