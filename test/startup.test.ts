@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { pgliteDatabase } from "../src/infra/db.js";
 import { MIGRATIONS_DIR, migrate, readMigrations } from "../src/infra/migrate.js";
 import { openPgliteDataDir, pgliteSnapshotKey, PGLITE_SNAPSHOT_DIR } from "../src/infra/pglite.js";
+import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
 // @ts-expect-error: a plain ES module script without types
 import { bundlePath, currentBundle, sourceHash } from "../scripts/bundle.mjs";
 
@@ -53,6 +54,12 @@ describe("the PGlite snapshot", () => {
       const rows = await db.sql.query<{ name: string; checksum: string }>("SELECT name, checksum FROM _countersign_migrations ORDER BY name");
       expect(rows).toEqual((await readMigrations()).map((m) => ({ name: m.name, checksum: m.checksum })));
       expect(await db.prisma.user.count()).toBe(0);
+      // The system roles came converged; a drifted role row (not only its permissions) is
+      // still seen by the one-read check and converged back.
+      expect(await reconcileSystemRoles(db.prisma)).toEqual({ added: 0, removed: 0 });
+      await db.prisma.role.update({ where: { id: systemRoleId("admin") }, data: { name: "Renamed" } });
+      await reconcileSystemRoles(db.prisma);
+      expect((await db.prisma.role.findUniqueOrThrow({ where: { id: systemRoleId("admin") } })).name).toBe("Admin");
     } finally {
       await db.close();
     }
