@@ -29,6 +29,8 @@ const PAGE = 50;
 const LIMIT = PAGE + 1;
 const ORG_ID = "bench-org";
 const DB_TARGET_MS = 1;
+/** Issue 14, target 2: a name pattern with a literal run of 3+ characters. */
+const PATTERN_TARGET_MS = 5;
 const CHECK_TARGET_NS = 50_000;
 
 // ── The data set ─────────────────────────────────────────────────────────────────────
@@ -111,7 +113,10 @@ async function withoutIndexes(db: Database, tables: string[], load: () => Promis
     await db.sql.withConnection(async (conn) => {
       await conn.exec(`SET maintenance_work_mem = '1GB'; SET max_parallel_maintenance_workers = 2`);
       for (const key of keys) await conn.exec(`ALTER TABLE ${key.tbl} ADD CONSTRAINT "${key.name}" ${key.def}`);
-      for (const index of indexes) await conn.exec(index.def);
+      for (const index of indexes) {
+        if (index.def.includes("USING gin")) await timed(`build ${index.name}`, () => conn.exec(index.def));
+        else await conn.exec(index.def);
+      }
       for (const fk of fks) await conn.exec(`ALTER TABLE ${fk.tbl} ADD CONSTRAINT "${fk.name}" ${fk.def}`);
       await conn.exec(`RESET maintenance_work_mem; RESET max_parallel_maintenance_workers`);
     });
@@ -222,7 +227,7 @@ async function measurePage(db: Database, query: PageQuery): Promise<PageFigures>
 
 // ── The list cases ───────────────────────────────────────────────────────────────────
 
-type Shape = "authz group" | "exact name" | "prefix pattern" | "union of arms" | "untargeted" | "other pattern";
+type Shape = "authz group" | "exact name" | "prefix pattern" | "union of arms" | "untargeted" | "name pattern" | "other pattern";
 
 interface ListCase {
   shape: Shape;
@@ -235,6 +240,10 @@ interface ListCase {
   baseline: { name: string; query: PageQuery };
   /** Issue 2's goal applies (group, exact, prefix); other shapes are context. */
   goal: boolean;
+  /** The goal's bound in ms of database time when it is not issue 2's 1 ms (issue 14: 5 ms). */
+  maxMs?: number;
+  /** Also compare the names themselves with the baseline's, not only their count. */
+  sameNames?: boolean;
   /** Print this case's EXPLAIN (one case per shape). */
   showPlan?: boolean;
   /** Also compare against the seed's filter shape over these LIKE patterns. */
@@ -308,6 +317,29 @@ async function midpoint(db: Database, text: string, params: unknown[], count: nu
   if (!r) throw new Error(`no midpoint for ${text}`);
   return r.name;
 }
+
+/**
+ * Issue 14's patterns, each with a literal run of 3+ characters, in the bench's names
+ * (`team-a-0004242`, `svc-0388998`): `goal` ones carry the 5 ms target, the others are the
+ * shapes docs/benchmarks.md names as still slow, measured so the limit shows.
+ */
+const NAME_PATTERNS: { kind: string; glob: string; goal: boolean; showPlan?: boolean }[] = [
+  { kind: "suffix", glob: "*-0004242", goal: true, showPlan: true },
+  { kind: "suffix", glob: "*4242", goal: true },
+  { kind: "infix", glob: "*-00042*", goal: true, showPlan: true },
+  { kind: "infix", glob: "*4242*", goal: true },
+  { kind: "infix", glob: "*0042*", goal: true },
+  { kind: "infix", glob: "*424*", goal: true },
+  { kind: "infix", glob: "*000*", goal: true },
+  { kind: "head+tail", glob: "team-a-*4242", goal: true },
+  { kind: "head+infix", glob: "team-c-*42", goal: true },
+  { kind: "multi", glob: "*-000*42", goal: true },
+  { kind: "multi", glob: "team-?-*42*", goal: true },
+  { kind: "bunched", glob: "*team*", goal: false },
+  { kind: "bunched", glob: "*b-00*42?", goal: false },
+  { kind: "bunched", glob: "*a-004*", goal: false },
+  { kind: "weak runs", glob: "svc-*4?42", goal: false },
+];
 
 async function listCases(db: Database): Promise<ListCase[]> {
   const cases: ListCase[] = [];
@@ -418,40 +450,34 @@ async function listCases(db: Database): Promise<ListCase[]> {
     async () => nameOf(bandList[0]!, 250_000),
     true,
   );
-  // A literal head is still a range (PostgreSQL derives it from the LIKE constant), then a
-  // filter inside it: rows-in-the-band ÷ matches per page.
-  const infixGlob = "team-c-*42";
-  await both(
-    (after, page) => ({
-      shape: "other pattern",
-      label: `${infixGlob} (0.01%)`,
-      scope: scopeOf({ resourcePattern: compileResourcePattern(infixGlob) }),
-      after,
-      page,
-      baseline: { name: "raw name LIKE", query: raw.like(compileResourcePattern(infixGlob), after) },
-      goal: false,
-    }),
-    async () => nameOf(bandList[2]!, 4242),
-    true,
-  );
-  const suffixGlob = "*-0004242";
-  const [{ suffixCount }] = (await db.sql.query<{ suffixCount: number }>(
-    `SELECT count(*)::int AS "suffixCount" FROM stacks WHERE "orgId" = $1 AND name LIKE $2`,
-    [ORG_ID, compileResourcePattern(suffixGlob)],
-  )) as [{ suffixCount: number }];
-  await both(
-    (after, page) => ({
-      shape: "other pattern",
-      label: `${suffixGlob} (${suffixCount} stacks)`,
-      scope: scopeOf({ resourcePattern: compileResourcePattern(suffixGlob) }),
-      after,
-      page,
-      baseline: { name: "seed filter shape", query: raw.seedFilter([compileResourcePattern(suffixGlob)], after) },
-      goal: false,
-    }),
-    async () => nameOf(bandList[0]!, 4242),
-    true,
-  );
+  // Issue 14, target 2: patterns with a literal run of 3+ characters anywhere, served from
+  // the name_grams GIN index or the ordered walk, whichever the gate picks (src/authz/
+  // list-filter.ts). Baseline: the seed's filter shape, the query these patterns ran as before.
+  for (const p of NAME_PATTERNS) {
+    const like = compileResourcePattern(p.glob);
+    const [{ count }] = (await db.sql.query<{ count: number }>(
+      `SELECT count(*)::int AS count FROM stacks WHERE "orgId" = $1 AND name LIKE $2`,
+      [ORG_ID, like],
+    )) as [{ count: number }];
+    await both(
+      (after, page) => ({
+        shape: p.goal ? "name pattern" : "other pattern",
+        label: `${p.kind} ${p.glob} (${count === 1 ? "1 stack" : `${count.toLocaleString("en")} stacks`})`,
+        scope: scopeOf({ resourcePattern: like }),
+        after,
+        page,
+        baseline: { name: "seed filter shape", query: raw.seedFilter([like], after) },
+        goal: p.goal,
+        maxMs: PATTERN_TARGET_MS,
+        sameNames: true,
+      }),
+      async () =>
+        count > 1
+          ? midpoint(db, `SELECT name FROM stacks WHERE "orgId" = $1 AND name LIKE $2 ORDER BY name`, [ORG_ID, like], count)
+          : "",
+      p.showPlan ?? false,
+    );
+  }
   return cases;
 }
 
@@ -468,6 +494,12 @@ async function listRows(db: Database): Promise<BenchRow[]> {
     if (ours.rows !== base.rows) {
       throw new Error(`${c.label} ${c.page}: namePageQuery returned ${ours.rows} rows, the raw baseline ${base.rows}`);
     }
+    if (c.sameNames) {
+      const [a, b] = [await db.sql.query<{ name: string }>(query.text, query.params), await db.sql.query<{ name: string }>(c.baseline.query.text, c.baseline.query.params)];
+      if (a.map((r) => r.name).join("\n") !== b.map((r) => r.name).join("\n")) {
+        throw new Error(`${c.label} ${c.page}: namePageQuery and the baseline returned different names`);
+      }
+    }
     const access = planAccess(ours.plan);
     const tally = seqScansByShape.get(c.shape) ?? { plans: 0, seqScans: [] };
     tally.plans++;
@@ -483,7 +515,7 @@ async function listRows(db: Database): Promise<BenchRow[]> {
     rows.push(
       row(`${name}: db`, ours.dbMs, "ms", {
         baseline: { name: c.baseline.name, value: base.dbMs },
-        ...(c.goal ? { max: DB_TARGET_MS } : {}),
+        ...(c.goal ? { max: c.maxMs ?? DB_TARGET_MS } : {}),
       }),
       row(`${name}: wall`, ours.wallMs, "ms", { baseline: { name: c.baseline.name, value: base.wallMs } }),
     );
@@ -502,7 +534,7 @@ async function listRows(db: Database): Promise<BenchRow[]> {
   }
 
   for (const [shape, tally] of seqScansByShape) {
-    const goal = shape === "authz group" || shape === "exact name" || shape === "prefix pattern";
+    const goal = shape === "authz group" || shape === "exact name" || shape === "prefix pattern" || shape === "name pattern";
     rows.push(
       row(`plan ${shape}: seq scans on stacks/members (${tally.plans} plans)`, tally.seqScans.length, "scans", {
         target: goal ? "0" : undefined,
@@ -512,6 +544,49 @@ async function listRows(db: Database): Promise<BenchRow[]> {
   }
   console.log(`\n── stacks: EXPLAIN (ANALYZE, BUFFERS) of each shape ──\n\n${explains.join("\n\n")}\n`);
   return rows;
+}
+
+// ── What the name_grams index costs a write ──────────────────────────────────────────
+
+/**
+ * Single-row stack inserts (each its own statement, as createStack runs them) in a
+ * transaction that is rolled back, with the GIN index and again with it dropped inside the
+ * transaction: the index's share of a write, side by side in the same minutes.
+ */
+async function insertCostRows(db: Database): Promise<BenchRow[]> {
+  const N = 300;
+  const run = (tag: string, dropIndex: boolean) =>
+    db.sql.withConnection(async (conn) => {
+      await conn.exec("BEGIN");
+      try {
+        if (dropIndex) await conn.exec("DROP INDEX stacks_name_grams_idx");
+        let i = 0;
+        return await timeAsync(
+          () =>
+            conn.query(`INSERT INTO stacks (id, "orgId", name, "updatedAt") VALUES (gen_random_uuid()::text, $1, $2, now())`, [
+              ORG_ID,
+              `bench-insert-${tag}-${String(i++).padStart(7, "0")}`,
+            ]),
+          { warmup: 20, iterations: N },
+        );
+      } finally {
+        await conn.exec("ROLLBACK");
+      }
+    });
+  // Alternated, best p50 of two each: the first transaction of a run pays for warming up.
+  const withRuns = [await run("gin-1", false)];
+  const withoutRuns = [await run("nogin-1", true)];
+  withRuns.push(await run("gin-2", false));
+  withoutRuns.push(await run("nogin-2", true));
+  const best = (runs: { p50: number }[]) => runs.reduce((a, b) => (a.p50 <= b.p50 ? a : b));
+  const withIndex = best(withRuns);
+  const without = best(withoutRuns);
+  log(`insert one stack: p50 ${withIndex.p50.toFixed(3)} ms with name_grams, ${without.p50.toFixed(3)} ms without`);
+  return [
+    row("write: insert one stack, p50 (with the name_grams GIN index)", withIndex.p50, "ms", {
+      baseline: { name: "same insert without it", value: without.p50 },
+    }),
+  ];
 }
 
 // ── Permission checks ────────────────────────────────────────────────────────────────
@@ -644,14 +719,16 @@ export async function run(): Promise<BenchRow[]> {
     await timed(`seed ${STACKS.toLocaleString("en")} stacks in one org`, () => seedStacks(db));
     const seedS = Number(process.hrtime.bigint() - start) / 1e9;
     const lists = await timed("list pages", () => listRows(db));
+    const writes = await timed("insert cost", () => insertCostRows(db));
     const checks = await timed("permission checks", () => checkRows(db));
-    consume(lists.length + checks.length);
+    consume(lists.length + checks.length + writes.length);
     return [
       row(`seed: ${STACKS.toLocaleString("en")} stacks + group memberships, indexes, VACUUM ANALYZE`, seedS, "s", {
         max: 120,
         target: "< 2 min",
       }),
       ...lists,
+      ...writes,
       ...checks,
     ];
   });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compilePrincipal, grantSatisfies, listScope } from "../src/domain/catalog/index.js";
+import { compilePrincipal, grantSatisfies, likeMatches, listScope, nameGrams, type ListScope } from "../src/domain/catalog/index.js";
 import { namePageQuery } from "../src/authz/list-filter.js";
 import { AUTHZ_CASES } from "./domain/authz-cases.js";
 import { startTestApp, type TestApp } from "./helpers/harness.js";
@@ -70,8 +70,74 @@ describe("the shared authz case table, in SQL", () => {
     }
     const principal = compilePrincipal({ orgExists: true, orgDeleted: false, membershipActive: true, isSuperAdmin: false, grants: [c.grant] });
     const scope = listScope(principal, c.target.resourceType, c.target.action);
-    const query = namePageQuery(c.target.resourceType as "stack" | "workspace" | "cloud_integration", org.orgId, scope, null, 50);
-    const rows = query ? await t.db.sql.query<{ name: string }>(query.text, query.params) : [];
-    expect(rows.map((r) => r.name).includes(name)).toBe(c.expected);
+    // Both arms of a gram pattern (the GIN bitmap and the ordered walk) give the same answer.
+    for (const gramScanMaxCandidates of [Infinity, -1]) {
+      const query = namePageQuery(c.target.resourceType as "stack" | "workspace" | "cloud_integration", org.orgId, scope, null, 50, { gramScanMaxCandidates });
+      const rows = query ? await t.db.sql.query<{ name: string }>(query.text, query.params) : [];
+      expect(rows.map((r) => r.name).includes(name), `gramScanMaxCandidates ${gramScanMaxCandidates}`).toBe(c.expected);
+    }
   });
+});
+
+describe("name patterns served from the name_grams index", () => {
+  it("the SQL name_grams computes exactly nameGrams", async () => {
+    const names = ["", "a", "ab", "abc", "team-a-0004242", "svc-0000001", "café-1", "x-😀", "a\nb", "prod_backend", "100%"];
+    const rows = await t.db.sql.query<{ grams: string[] }>("SELECT name_grams(n) AS grams FROM unnest($1::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i", [names]);
+    expect(rows.map((r) => r.grams)).toEqual(names.map(nameGrams));
+  });
+
+  /** Every page of a scope through namePageQuery, concatenated. */
+  async function allPages(family: "stack" | "workspace", orgId: string, scope: ListScope, gramScanMaxCandidates: number): Promise<string[]> {
+    const out: string[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const query = namePageQuery(family, orgId, scope, after, 7, { gramScanMaxCandidates });
+      if (!query) return out;
+      const rows = await t.db.sql.query<{ name: string }>(query.text, query.params);
+      out.push(...rows.map((r) => r.name));
+      if (rows.length < 7) return out;
+      after = rows[rows.length - 1]!.name;
+    }
+  }
+
+  it("pages through exactly the names the in-memory matcher accepts, on both arms, before and after ANALYZE", async () => {
+    const org = await createOrg(t.db);
+    // Names from a small alphabet so the patterns below reach many, few and none of them.
+    const names: string[] = [];
+    for (let i = 0; i < 400; i++) {
+      const digits = String((i * 7919) % 100_000).padStart(5, "0");
+      names.push(`${["team-a-", "team-b-", "svc-", "x_"][i % 4]}${digits}${i % 9 === 0 ? "-prod" : ""}`);
+    }
+    await t.db.sql.query(
+      `INSERT INTO stacks (id, "orgId", name, "updatedAt") SELECT gen_random_uuid()::text, $1, n, now() FROM unnest($2::text[]) AS n`,
+      [org.orgId, names],
+    );
+    const stack = await t.db.prisma.stack.findFirstOrThrow({ where: { orgId: org.orgId } });
+    await t.db.sql.query(
+      `INSERT INTO workspaces (id, "orgId", "stackId", name, "updatedAt") SELECT gen_random_uuid()::text, $1, $2, n, now() FROM unnest($3::text[]) AS n`,
+      [org.orgId, stack.id, names],
+    );
+    const patterns = [
+      "%-prod", "%000%", "%-00%", "team-a-%1", "%a-0%-prod", "%7_9%", "svc-%", "%\\_0%", "_eam-%", "%m-b-%9%9",
+      "%b-1234%", "%d%", "x\\_%", "%00", "team%-prod", "%00042", "%-0%0%0%",
+    ];
+    const check = async () => {
+      for (const family of ["stack", "workspace"] as const) {
+        for (const pattern of patterns) {
+          const principal = compilePrincipal({
+            orgExists: true, orgDeleted: false, membershipActive: true, isSuperAdmin: false,
+            grants: [{ resourceType: family, action: "read", resourcePattern: pattern, authzGroup: "" }],
+          });
+          const scope = listScope(principal, family, "read");
+          const expected = names.filter((n) => likeMatches(n, pattern)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+          for (const arm of [Infinity, -1]) expect(await allPages(family, org.orgId, scope, arm), `${family} ${pattern} ${arm}`).toEqual(expected);
+          // The gate as it stands (statistics or none) answers the same.
+          expect(await allPages(family, org.orgId, scope, 3000), `${family} ${pattern}`).toEqual(expected);
+        }
+      }
+    };
+    await check();
+    await t.db.sql.exec("ANALYZE stacks; ANALYZE workspaces");
+    await check();
+  }, 120_000);
 });

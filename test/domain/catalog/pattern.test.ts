@@ -8,6 +8,9 @@ import {
   likeMatcherCacheSize,
   likeMatches,
   literalOf,
+  nameGrams,
+  NAME_END_MARK,
+  patternGramRuns,
   resourcePatternToGlob,
 } from "../../../src/domain/catalog/index.js";
 
@@ -313,5 +316,71 @@ describe("resourcePatternToGlob, the inverse of CompileResourcePattern", () => {
 
   it("answers null for a stored pattern no glob compiles to", () => {
     for (const bad of ["a*", "a?", "a\\", "a\\b"]) expect(resourcePatternToGlob(bad)).toBeNull();
+  });
+});
+
+describe("patternGramRuns: the grams the list index must find in every matching name", () => {
+  const escapeLike = (ch: string) => (ch === "%" || ch === "_" || ch === "\\" ? `\\${ch}` : ch);
+  /** A pattern the value matches: each code point kept (escaped), replaced by `_`, or swallowed into a `%`. */
+  const matchingPattern = fc
+    .tuple(anyString, fc.array(fc.constantFrom("keep", "keep", "keep", "one", "any", "any-empty"), { minLength: 13, maxLength: 13 }))
+    .map(([value, moves]) => {
+      let pattern = "";
+      let inAny = false;
+      Array.from(value).forEach((ch, i) => {
+        const move = moves[i] as string;
+        if (move === "any") {
+          if (!inAny) pattern += "%";
+          inAny = true;
+          return;
+        }
+        pattern += move === "one" ? "_" : move === "keep" ? escapeLike(ch) : `${escapeLike(ch)}%`;
+        inAny = move === "any-empty";
+      });
+      if (moves[12] === "any") pattern = `%${pattern}`;
+      return { value, pattern };
+    });
+
+  it("property: every gram of a pattern is among the grams of every name it matches", () => {
+    fc.assert(
+      fc.property(matchingPattern, ({ value, pattern }) => {
+        expect(likeMatches(value, pattern)).toBe(true);
+        const have = new Set(nameGrams(value));
+        for (const gram of (patternGramRuns(pattern) ?? []).flat()) expect(have.has(gram), `${JSON.stringify(pattern)} on ${JSON.stringify(value)}: ${JSON.stringify(gram)}`).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("property: the same on any pattern and value that happen to match", () => {
+    fc.assert(
+      fc.property(likeString, anyString, (pattern, value) => {
+        if (!likeMatches(value, pattern)) return;
+        const have = new Set(nameGrams(value));
+        for (const gram of (patternGramRuns(pattern) ?? []).flat()) expect(have.has(gram)).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("marks a literal head and tail with the end mark and tiles long runs with 5-grams", () => {
+    const m = NAME_END_MARK;
+    expect(patternGramRuns("%-00042%")).toEqual([["-0004", "00042"]]);
+    expect(patternGramRuns("%-0004242")).toEqual([["-0004", `4242${m}`]]);
+    expect(patternGramRuns("team-a-%4242")).toEqual([[`${m}team`, "am-a-"], [`4242${m}`]]);
+    expect(patternGramRuns("%424%")).toEqual([["424"]]);
+    expect(patternGramRuns("%0042%")).toEqual([["004", "042"]]);
+    expect(patternGramRuns("%ab%")).toBeNull();
+    expect(patternGramRuns("%ab")).toEqual([["ab" + m]]);
+    expect(patternGramRuns("a_b%")).toBeNull();
+    expect(patternGramRuns("%4_42")).toEqual([["42" + m]]);
+    expect(patternGramRuns("%a\\%\\_b%")).toEqual([["a%_", "%_b"]]);
+    expect(patternGramRuns("%abc\\")).toBeNull();
+  });
+
+  it("nameGrams: every 3- and 5-gram of the marked name, by code point", () => {
+    const m = NAME_END_MARK;
+    expect(nameGrams("ab")).toEqual([`${m}ab`, `ab${m}`]);
+    expect(nameGrams("x😀y")).toEqual([`${m}x😀`, "x😀y", `😀y${m}`, `${m}x😀y${m}`]);
   });
 });
