@@ -21,3 +21,21 @@ if (existsSync(fileURLToPath(new URL("../node_modules/@graphql-codegen/client-pr
   // An install without dev dependencies: the clients need `npm install` (with dev) once.
   console.warn("graphql-codegen is not installed (dev dependency): src/generated/graphql/ not generated; the CLI and dashboard need it.");
 }
+
+// The embedded default's migrated, empty database (scripts/pglite-snapshot.ts) and the server's
+// bundle (scripts/bundle.mjs): a first `npm start` then neither runs initdb and every migration
+// nor compiles the sources. Both are caches: when either is missing or stale, `npm start` still
+// serves the sources as they are, only slower (or, for the bundle, rebuilds it first).
+// A failure here warns instead of failing the install: `npm start` works without either.
+try {
+  execFileSync(process.execPath, [tsxCli, fileURLToPath(new URL("./pglite-snapshot.ts", import.meta.url))], { cwd: root, stdio: "inherit" });
+} catch (error) {
+  console.warn(`The embedded database snapshot was not made (${error.message.split("\n")[0]}): a first \`npm start\` runs initdb and the migrations itself.`);
+}
+try {
+  const { buildBundle } = await import("./bundle.mjs");
+  await buildBundle();
+  console.log("Built the server bundle (node_modules/.cache/countersign/server/)");
+} catch (error) {
+  console.warn(`The server bundle was not built (${error.message.split("\n")[0]}): \`npm start\` builds it, or runs the sources through tsx.`);
+}

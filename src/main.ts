@@ -1,3 +1,4 @@
+import v8 from "node:v8";
 import { createApp, prepareDatabase } from "./app.js";
 import { EMBEDDED_TOOLS_PATH } from "./workers/runtime.js";
 import { loadConfig } from "./infra/config.js";
@@ -11,6 +12,11 @@ const { config, generated } = await withLocalSecrets(loadConfig());
 const logger = createLogger(config.logLevel);
 if (generated.length > 0) logger.info({ files: generated }, "generated the embedded default's secrets (kept in the data folder, mode 0600)");
 
+// The embedded PostgreSQL is a 9 MB WebAssembly module: V8's optimizing tier recompiles every
+// function start-up runs warm, which doubled start-up's CPU here while steady-state queries ran
+// within a few percent on the baseline compiler (docs/benchmarks.md, start-up). Set before
+// PGlite compiles; with DATABASE_URL nothing changes.
+if (config.database.kind === "pglite") v8.setFlagsFromString("--liftoff-only");
 const db = await openDatabase(config.database);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
 const prepared = await prepareDatabase(db, config, logger);

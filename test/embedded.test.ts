@@ -22,7 +22,9 @@ function startEmbedded(dir: string): Promise<{ port: number; tokens: string[]; o
   const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;
-  const proc = spawn(process.execPath, [path.join(root, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"], { cwd: root, env });
+  // What `npm start` runs: the server bundle (rebuilt first if the sources changed). The
+  // embedded gateway test starts the sources through tsx, the fallback.
+  const proc = spawn(process.execPath, ["scripts/start.mjs"], { cwd: root, env });
   child = proc;
   let out = "";
   return new Promise((resolve, reject) => {

@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
-import { mkdir } from "node:fs/promises";
 import pg from "pg";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
-import { PGlite } from "@electric-sql/pglite";
 import { PrismaClient } from "../generated/prisma/client.js";
 import type { Config } from "./config.js";
+import { openPgliteDataDir } from "./pglite.js";
+import type { PGlite } from "@electric-sql/pglite";
 
 export type { PrismaClient };
 
@@ -116,9 +116,14 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
 }
 
 export async function openPglite(dataDir: string): Promise<Database> {
-  // The embedded default's directory may not exist yet on a fresh clone.
-  await mkdir(dataDir, { recursive: true });
-  const pglite = await PGlite.create(dataDir);
+  // The embedded default's directory may not exist yet on a fresh clone: filled from the
+  // install-time snapshot when it matches the migrations (src/infra/pglite.ts).
+  const { pglite } = await openPgliteDataDir(dataDir);
+  return pgliteDatabase(pglite);
+}
+
+/** An open PGlite as a Database (Prisma through pglite-prisma-adapter, raw SQL beside it). */
+export function pgliteDatabase(pglite: PGlite): Database {
   // pglite-prisma-adapter is typed against an older driver-adapter-utils; the runtime
   // contract is the same (test/embedded.test.ts runs the product on it end to end).
   const adapter = new PrismaPGlite(pglite) as unknown as PrismaPg;

@@ -1,7 +1,7 @@
 import { validateApprovalRules } from "../domain/approvals/policy.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../gateway/keys.js";
 import type { Prisma } from "../generated/prisma/client.js";
-import type { PrismaClient } from "../infra/db.js";
+import type { PrismaClient, Tx } from "../infra/db.js";
 import { createOrganizationWithAdmin, issueToken } from "./accounts.js";
 import { systemRoleId } from "./system-roles.js";
 import { DEMO_UPSTREAM_URL } from "../gateway/demo-upstream.js";
@@ -23,47 +23,56 @@ export async function seedDemo(prisma: PrismaClient): Promise<DemoSeed> {
     slug: "acme",
     admin: { email: "alice@acme.test", name: "Alice (super admin)" },
   });
-  const tokens: DemoSeed["tokens"] = [{ name: alice.name, email: alice.email, role: "admin, super_admin", token: aliceToken }];
-  const people = [
-    { email: "bob@acme.test", name: "Bob", role: "stack-admin" },
-    { email: "carol@acme.test", name: "Carol", role: "workspace-approver" },
-    { email: "dave@acme.test", name: "Dave", role: "stack-reader" },
-    { email: "ci-bot@acme.test", name: "CI bot", role: "workspace-runner", serviceAccount: true },
-  ];
-  for (const p of people) {
-    const user = await prisma.user.create({ data: { email: p.email, name: p.name, isServiceAccount: p.serviceAccount ?? false } });
-    await prisma.membership.create({ data: { orgId: org.id, userId: user.id } });
-    await prisma.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId(p.role) } });
-    const { token } = await issueToken(prisma, { userId: user.id, orgId: org.id, name: "demo" });
-    tokens.push({ name: p.name, email: p.email, role: p.role, token });
-  }
-  const stacks = [
-    { name: "payments-api", authzGroups: ["team-payments", "env-prod"], labels: { env: "prod", team: "payments" } },
-    { name: "payments-staging", authzGroups: ["team-payments"], labels: { env: "staging", team: "payments" } },
-    { name: "team-a-network", authzGroups: ["env-prod"], labels: { env: "prod", team: "a" } },
-    { name: "status-page", authzGroups: [], labels: { team: "sre" } },
-  ];
-  const stackIds = new Map<string, string>();
-  for (const s of stacks) {
-    const stack = await prisma.stack.create({
-      data: {
-        orgId: org.id,
-        name: s.name,
-        labels: s.labels,
-        authzGroups: s.authzGroups,
-        outputs: [
-          { name: "endpoint", value: `https://${s.name}.acme.test`, sensitive: false },
-          { name: "db_password", value: "hunter2", sensitive: true },
-        ],
-        groupMembers: { create: s.authzGroups.map((g) => ({ orgId: org.id, groupName: g, stackName: s.name })) },
-      },
-    });
-    stackIds.set(s.name, stack.id);
-  }
-  await prisma.organization.update({ where: { id: org.id }, data: { protectedLabelKeys: ["env"] } });
-  tokens.push(...(await seedApplyGateDemo(prisma, org.id, alice.id, stackIds)));
-  const agentKey = await seedGatewayDemo(prisma, org.id, alice.id);
-  return { orgSlug: org.slug, tokens, agentKey };
+  // The rest in one transaction: one commit instead of ~40 on the embedded database (part of a
+  // first start). The timeout leaves room for a loaded machine.
+  return prisma.$transaction(
+    async (tx) => {
+      const tokens: DemoSeed["tokens"] = [{ name: alice.name, email: alice.email, role: "admin, super_admin", token: aliceToken }];
+      const userIds = new Map<string, string>();
+      const people = [
+        { email: "bob@acme.test", name: "Bob", role: "stack-admin" },
+        { email: "carol@acme.test", name: "Carol", role: "workspace-approver" },
+        { email: "dave@acme.test", name: "Dave", role: "stack-reader" },
+        { email: "ci-bot@acme.test", name: "CI bot", role: "workspace-runner", serviceAccount: true },
+      ];
+      for (const p of people) {
+        const user = await tx.user.create({ data: { email: p.email, name: p.name, isServiceAccount: p.serviceAccount ?? false } });
+        await tx.membership.create({ data: { orgId: org.id, userId: user.id } });
+        await tx.roleAssignment.create({ data: { orgId: org.id, userId: user.id, roleId: systemRoleId(p.role) } });
+        const { token } = await issueToken(tx, { userId: user.id, orgId: org.id, name: "demo" });
+        tokens.push({ name: p.name, email: p.email, role: p.role, token });
+        userIds.set(p.email, user.id);
+      }
+      const stacks = [
+        { name: "payments-api", authzGroups: ["team-payments", "env-prod"], labels: { env: "prod", team: "payments" } },
+        { name: "payments-staging", authzGroups: ["team-payments"], labels: { env: "staging", team: "payments" } },
+        { name: "team-a-network", authzGroups: ["env-prod"], labels: { env: "prod", team: "a" } },
+        { name: "status-page", authzGroups: [], labels: { team: "sre" } },
+      ];
+      const stackIds = new Map<string, string>();
+      for (const s of stacks) {
+        const stack = await tx.stack.create({
+          data: {
+            orgId: org.id,
+            name: s.name,
+            labels: s.labels,
+            authzGroups: s.authzGroups,
+            outputs: [
+              { name: "endpoint", value: `https://${s.name}.acme.test`, sensitive: false },
+              { name: "db_password", value: "hunter2", sensitive: true },
+            ],
+            groupMembers: { create: s.authzGroups.map((g) => ({ orgId: org.id, groupName: g, stackName: s.name })) },
+          },
+        });
+        stackIds.set(s.name, stack.id);
+      }
+      await tx.organization.update({ where: { id: org.id }, data: { protectedLabelKeys: ["env"] } });
+      tokens.push(...(await seedApplyGateDemo(tx, org.id, alice.id, stackIds, userIds)));
+      const agentKey = await seedGatewayDemo(tx, org.id, alice.id);
+      return { orgSlug: org.slug, tokens, agentKey };
+    },
+    { maxWait: 10_000, timeout: 120_000 },
+  );
 }
 
 /**
@@ -73,14 +82,14 @@ export async function seedDemo(prisma: PrismaClient): Promise<DemoSeed> {
  * so `gate(planId)` explains what is still missing, and approving as Erin (DevOps) moves it.
  */
 async function seedApplyGateDemo(
-  prisma: PrismaClient,
+  prisma: Tx,
   orgId: string,
   aliceId: string,
   stackIds: ReadonlyMap<string, string>,
+  userIds: ReadonlyMap<string, string>,
 ): Promise<DemoSeed["tokens"]> {
-  const byEmail = async (email: string) => (await prisma.user.findFirstOrThrow({ where: { email } })).id;
-  const carol = await byEmail("carol@acme.test");
-  const ciBot = await byEmail("ci-bot@acme.test");
+  const carol = userIds.get("carol@acme.test")!;
+  const ciBot = userIds.get("ci-bot@acme.test")!;
   const devops = await prisma.role.create({
     data: {
       orgId,
@@ -143,7 +152,7 @@ async function seedApplyGateDemo(
  * in prod. A destructive call (`github.delete_repo`) through the gateway is held; Alice sees it
  * in `countersign inbox`, votes, and delivery executes it once.
  */
-async function seedGatewayDemo(prisma: PrismaClient, orgId: string, aliceId: string): Promise<string> {
+async function seedGatewayDemo(prisma: Tx, orgId: string, aliceId: string): Promise<string> {
   const prod = await prisma.workspace.findFirstOrThrow({ where: { orgId, name: "payments-prod" } });
   // Its tools run on the demo upstream MCP server in the Countersign process (its fixed in-process URL).
   await prisma.connection.create({ data: { orgId, workspaceId: prod.id, name: "github", provider: "github", url: DEMO_UPSTREAM_URL } });
