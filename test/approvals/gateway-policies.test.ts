@@ -6,6 +6,7 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { APPROVAL_SECRET, createWorld, SERVICE_TOKEN, type World } from "./world.js";
+import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
 // Issue 12: the production tier, per-workspace Cedar policy sets for the gateway's gate, and the
 // simulation query. Through GraphQL (yoga.fetch) and through the gateway library's handleToolCall
@@ -14,11 +15,19 @@ import { APPROVAL_SECRET, createWorld, SERVICE_TOKEN, type World } from "./world
 
 let w: World;
 let foreign: OrgFixture;
+let upstream: Upstream;
 beforeAll(async () => {
   w = await createWorld({ gateway: { gate: undefined } });
   foreign = await createOrg(w.db);
+  // The simulation reads destructiveness from the connection's upstream, as the product's
+  // gateway does (the world's own gateway runs an executor and classifies by name).
+  upstream = await startUpstream();
+  await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url: upstream.url } });
 });
-afterAll(async () => w?.close());
+afterAll(async () => {
+  await w?.close();
+  await upstream?.close();
+});
 
 const SAVE = `mutation Save($input: SaveGatewayPolicySetInput!) {
   saveGatewayPolicySet(input: $input) {
@@ -327,6 +336,21 @@ describe("who may read and save a set", () => {
 });
 
 describe("simulating a call", () => {
+  it("destructive comes from the upstream as the gateway reads it: annotations, else destructive; a tool it does not serve, or an upstream it cannot reach, denies", async () => {
+    expect((await simulate({ tool: "github.list_repos" })).data).toMatchObject({ destructive: false, destructiveSource: "ANNOTATION" });
+    expect((await simulate({ tool: "github.plain_tool", arguments: { x: 1 } })).data).toMatchObject({ destructive: true, destructiveSource: "FALLBACK" });
+    expect((await simulate({ tool: "github.no_such_tool" })).data).toMatchObject({ decision: "DENY", reason: "unknown_tool" });
+    const down = await startUpstream();
+    const url = down.url;
+    await down.close();
+    await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url } });
+    try {
+      expect((await simulate({ tool: "github.list_repos" })).data).toMatchObject({ decision: "DENY", reason: "upstream_unavailable" });
+    } finally {
+      await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url: upstream.url } });
+    }
+  });
+
   it("answers what the gateway does: a held call with the approval-policy rules that would match it and who could review it", async () => {
     const sim = await simulate({ tool: "github.delete_repo", arguments: { repo: "acme/sim" }, virtualKeyId: w.virtualKey.id });
     expect(sim.data).toMatchObject({
@@ -335,7 +359,7 @@ describe("simulating a call", () => {
       policySource: "SAVED",
       tool: "github.delete_repo",
       destructive: true,
-      destructiveSource: "NAME",
+      destructiveSource: "ANNOTATION",
       environment: "prod",
       production: true,
       argumentHash: argumentHash({ repo: "acme/sim" }),

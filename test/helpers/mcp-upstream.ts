@@ -20,6 +20,14 @@ export async function startUpstream(options: { credential?: string; port?: numbe
       count("delete_repo");
       return text({ deleted: repo, run: calls.get("delete_repo") });
     });
+    s.registerTool("list_repos", { description: "List repositories.", annotations: { readOnlyHint: true } }, async () => {
+      count("list_repos");
+      return text({ repos: ["acme/api"] });
+    });
+    s.registerTool("wipe_org", { description: "Delete every repository.", annotations: { destructiveHint: true } }, async () => {
+      count("wipe_org");
+      return text({ wiped: true });
+    });
     s.registerTool("read_file", { description: "Read a file.", inputSchema: { path: z.string() }, annotations: { readOnlyHint: true } }, async ({ path }) => {
       count("read_file");
       return text({ path, content: `contents of ${path}` });

@@ -228,7 +228,8 @@ const DestructiveSourceEnum = builder.enumType("GatewayDestructiveSource", {
   values: {
     INPUT: { value: "input", description: "As passed." },
     OVERRIDE: { value: "override", description: "The connection's per-tool override." },
-    NAME: { value: "name", description: "The gateway's classifier on the tool's name (a destructive verb)." },
+    ANNOTATION: { value: "annotation", description: "The upstream's own MCP annotations (destructiveHint, readOnlyHint), read now." },
+    FALLBACK: { value: "fallback", description: "The tool carries neither hint: destructive (fail closed)." },
   } as const,
 });
 

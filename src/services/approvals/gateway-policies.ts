@@ -17,7 +17,8 @@ import {
   type GatePolicyCheck,
   type GateRequest,
 } from "../../gateway/cedar-gate.js";
-import { isDestructiveByName } from "../../gateway/gateway.js";
+import { classifyTool, createUpstreamPool, UpstreamError, type UpstreamPool } from "../../gateway/upstream.js";
+import type { Config } from "../../infra/config.js";
 import { createPostgresGatewayStore } from "../../gateway/postgres-store.js";
 import type { Database } from "../../infra/db.js";
 import { LOCKING_TX_OPTIONS } from "../../infra/db.js";
@@ -290,7 +291,7 @@ export type Simulation = {
   orgId: string;
   workspaceId: string;
   decision: "allow" | "deny" | "approval_required";
-  /** Why a deny: forbidden, no_policy_matched, policy_set_invalid, connection_inactive, key_unavailable, workspace_unavailable. */
+  /** Why a deny: forbidden, no_policy_matched, policy_set_invalid, connection_inactive, key_unavailable, workspace_unavailable, or the upstream's (upstream_not_configured, upstream_unavailable, upstream_timeout, upstream_error, unknown_tool). */
   reason: string | null;
   policyIds: string[];
   evaluationErrors: { policyId: string; message: string }[];
@@ -301,7 +302,7 @@ export type Simulation = {
   logicalTool: string;
   connectionId: string;
   destructive: boolean;
-  destructiveSource: "input" | "override" | "name";
+  destructiveSource: "input" | "override" | "annotation" | "fallback";
   environment: string;
   production: boolean;
   argumentHash: string;
@@ -320,7 +321,10 @@ export type Simulation = {
  * saved set (or a draft), and for a call that would be held, the approval-policy rules that
  * would match it at ingest and who could review it. Needs (gateway_policy, read).
  */
-export async function simulateGatewayCall({ db, authz }: Omit<Deps, "events">, raw: unknown): Promise<Simulation> {
+export async function simulateGatewayCall(
+  { db, authz, config, upstreams }: Omit<Deps, "events"> & { config: Pick<Config, "approvalSecret">; upstreams: UpstreamPool | null },
+  raw: unknown,
+): Promise<Simulation> {
   const input = parseInput(SimulateInput, raw);
   const workspace = await policyWorkspace(db, authz, input.workspaceId, "read");
   let hash: string;
@@ -345,16 +349,29 @@ export async function simulateGatewayCall({ db, authz }: Omit<Deps, "events">, r
   if (!route) {
     throw new ValidationError([{ field: "input.tool", code: "unknown_tool", message: `No connection of this workspace serves ${input.tool} (a tool is <connection>.<operation>).` }]);
   }
-  let destructive: boolean;
-  let destructiveSource: Simulation["destructiveSource"];
+  // Destructive as the gateway decides it (resolveTool): the override, else the upstream's own
+  // annotations, else destructive. An upstream that cannot be read (or does not serve the tool)
+  // stops the call there, as it does in the gateway: nothing is guessed.
+  let destructive = true;
+  let destructiveSource: Simulation["destructiveSource"] = "fallback";
+  let upstreamProblem: string | null = null;
   if (input.destructive !== undefined) {
     destructive = input.destructive;
     destructiveSource = "input";
+  } else if (!route.upstream?.url) {
+    upstreamProblem = "upstream_not_configured";
   } else {
-    const operation = input.tool.slice(input.tool.indexOf(".") + 1);
-    const override = await db.prisma.connectionToolOverride.findUnique({ where: { connectionId_tool: { connectionId: route.connectionId, tool: operation } } });
-    destructive = override ? override.destructive : isDestructiveByName(route.tool);
-    destructiveSource = override ? "override" : "name";
+    const pool = upstreams ?? createUpstreamPool({ approvalSecret: config.approvalSecret });
+    try {
+      const tool = await pool.tool(route.upstream, route.upstreamTool ?? input.tool.slice(input.tool.indexOf(".") + 1));
+      if (!tool) upstreamProblem = "unknown_tool";
+      else ({ destructive, source: destructiveSource } = classifyTool(tool, route.override ?? null));
+    } catch (error) {
+      if (!(error instanceof UpstreamError)) throw error;
+      upstreamProblem = error.code;
+    } finally {
+      if (!upstreams) await pool.close();
+    }
   }
   const environment = input.environment ?? workspace.environment;
   const production = input.production ?? workspace.production;
@@ -394,6 +411,7 @@ export async function simulateGatewayCall({ db, authz }: Omit<Deps, "events">, r
   if (workspace.archivedAt) return deny("workspace_unavailable");
   if (!keyUsable) return deny("key_unavailable");
   if (!route.active) return deny("connection_inactive");
+  if (upstreamProblem) return deny(upstreamProblem);
   if (!gate) return deny("policy_set_invalid");
 
   // The request handleToolCall builds (src/gateway/gateway.ts, gateRequest).
