@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { applyAs, approveAs, reportApplied, reserveFor, seedGate, type GateSeed } from "./seed.js";
 import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
+import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const bin = fileURLToPath(new URL("../../bin/countersign.js", import.meta.url));
@@ -240,11 +241,18 @@ describe("countersign CLI", { timeout: 60_000 }, () => {
 describe("held tool calls from the CLI", { timeout: 60_000 }, () => {
   let w: World;
   let worldUrl: string;
+  let upstream: Upstream;
   beforeAll(async () => {
     w = await createWorld();
     worldUrl = await w.t.listen();
+    // `policies simulate` reads a tool's annotations from the connection's upstream MCP server.
+    upstream = await startUpstream();
+    await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url: upstream.url } });
   });
-  afterAll(() => w?.close());
+  afterAll(async () => {
+    await w?.close();
+    await upstream?.close();
+  });
 
   const as = (args: string[], token: string) => start(args, { COUNTERSIGN_URL: worldUrl, COUNTERSIGN_TOKEN: token }).done;
 
