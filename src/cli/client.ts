@@ -583,7 +583,8 @@ export function parseDuration(value: string): number {
   return ms;
 }
 
-async function readPlanFile(path: string): Promise<string> {
+/** A file's text, or standard input for `-`; a file that cannot be read is a CliError with `hint`. */
+async function readInputFile(path: string, hint?: string): Promise<string> {
   if (path === "-") {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
@@ -592,11 +593,11 @@ async function readPlanFile(path: string): Promise<string> {
   try {
     return await readFile(path, "utf8");
   } catch (error) {
-    throw new CliError("bad_file", `Cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`, {
-      hint: "Write it with `terraform show -json tfplan > plan.json`, or pass - to read standard input.",
-    });
+    throw new CliError("bad_file", `Cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`, hint ? { hint } : undefined);
   }
 }
+
+const readPlanFile = (path: string) => readInputFile(path, "Write it with `terraform show -json tfplan > plan.json`, or pass - to read standard input.");
 
 const planSubmit: Command = async ({ api, args, options, io }) => {
   const file = arg(args, 0, "<file> (the output of `terraform show -json`, or - for standard input)");
@@ -688,7 +689,7 @@ const policiesSave: Command = async ({ api, args, options, io }) => {
   const name = arg(args, 0, "<workspace>");
   const file = arg(args, 1, "<file> (Cedar policy text, or - for standard input)");
   noMoreArgs(args, 2);
-  const text = await readPolicyFile(file);
+  const text = await readInputFile(file);
   const w = await findWorkspace(api, name);
   const current = (await api.request(GatewayPolicySetDocument, { workspaceId: w.id })).workspace?.gatewayPolicySet;
   const saved = unwrap(
@@ -709,7 +710,7 @@ const policiesSimulate: Command = async ({ api, args, options, io }) => {
   } catch {
     throw new UsageError(`--args takes a JSON object (got "${options.args}").`);
   }
-  const draft = options.file === undefined ? undefined : await readPolicyFile(options.file);
+  const draft = options.file === undefined ? undefined : await readInputFile(options.file);
   const w = await findWorkspace(api, name);
   const sim = unwrap(
     (await api.request(SimulateGatewayCallDocument, { input: { workspaceId: w.id, tool, ...(callArgs !== undefined ? { arguments: callArgs } : {}), ...(draft !== undefined ? { policies: draft } : {}) } })).simulateGatewayCall,
@@ -724,19 +725,6 @@ const policiesSimulate: Command = async ({ api, args, options, io }) => {
   io.out(lines.join("\n"));
   return EXIT.ok;
 };
-
-async function readPolicyFile(path: string): Promise<string> {
-  if (path === "-") {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString("utf8");
-  }
-  try {
-    return await readFile(path, "utf8");
-  } catch (error) {
-    throw new CliError("bad_file", `Cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`);
-  }
-}
 
 const POLICY_COMMANDS: Record<string, Command> = { save: policiesSave, simulate: policiesSimulate };
 
