@@ -208,7 +208,7 @@ export function checkGatePolicies(text: string): GatePolicyCheck {
 }
 
 /** The seed's convention: a forbid whose `@id` ends in needs-approval makes tickets; any other forbid denies. */
-export function classify(id: string, effect: "permit" | "forbid"): GatePolicyKind {
+function classify(id: string, effect: "permit" | "forbid"): GatePolicyKind {
   if (effect === "permit") return "permit";
   return id.endsWith(NEEDS_APPROVAL_SUFFIX) ? "needs_approval" : "deny";
 }

@@ -664,9 +664,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   }
 
   async function approvalStatus(input: { authorization: string | null | undefined; approvalId: string }): Promise<GatewayResponse & { outcome: ApprovalStatusOutcome }> {
-    const plaintext = bearer(input.authorization);
-    const key = plaintext ? await store.findKeyByHash(hashVirtualKey(plaintext)) : null;
-    if (!key || key.revoked || key.workspace.archived) {
+    const key = await liveKey(input.authorization);
+    if (!key) {
       return { status: 401, headers: {}, body: { error: "unauthorized", message: "send a live virtual key as `Authorization: Bearer <key>`" }, outcome: { kind: "unauthorized" } };
     }
     const notFound = { status: 404, headers: {}, body: { error: "not_found", message: "this key made no approval request with that id" }, outcome: { kind: "not_found" as const } };

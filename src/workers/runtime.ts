@@ -3,7 +3,7 @@ import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
 import { createUpstreamPool, upstreamFetch, type UpstreamPool } from "../gateway/upstream.js";
-import { createDemoUpstream, DEMO_UPSTREAM_URL, type DemoUpstream } from "../gateway/demo-upstream.js";
+import { createDemoUpstream } from "../gateway/demo-upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
 import { createMemoryApprovalStream } from "../infra/memory-stream.js";
 import type { Config } from "../infra/config.js";
@@ -39,8 +39,6 @@ export type ApprovalsRuntime = {
    * `listConnectionTools` (src/gateway/tools.ts) reads a connection's tools with.
    */
   upstreams: UpstreamPool | null;
-  /** The in-process demo upstream (null when the gateway is not mounted); its url is DEMO_UPSTREAM_URL. */
-  demoUpstream: DemoUpstream | null;
   ingest: IngestWorker | null;
   delivery: DeliveryWorker | null;
   startWorkers(): void;
@@ -49,8 +47,6 @@ export type ApprovalsRuntime = {
 
 export const EMBEDDED_TOOLS_PATH = "/gateway/v1/mcp";
 export const EMBEDDED_APPROVALS_PATH = "/gateway/v1/approvals";
-/** What the demo workspace's `github` connection's `url` is set to (services/demo.ts). */
-export { DEMO_UPSTREAM_URL };
 
 export function createApprovalsRuntime(deps: { config: Config; db: Database; events: EventBus; logger: Logger }): ApprovalsRuntime {
   const { config, db, events } = deps;
@@ -70,12 +66,11 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
   let gateway: Gateway | null = null;
   let http: GatewayHttpHandler | null = null;
   let upstreams: UpstreamPool | null = null;
-  let demoUpstream: DemoUpstream | null = null;
   if (config.gatewayEmbedded) {
     if (!config.approvalSecret || !config.gatewayServiceToken) {
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
-      demoUpstream = createDemoUpstream();
+      const demoUpstream = createDemoUpstream();
       upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch(upstreamFetch) });
       gateway = createGateway({
         store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
@@ -132,7 +127,6 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
     http,
     gateway,
     upstreams,
-    demoUpstream,
     ingest,
     delivery,
     startWorkers() {

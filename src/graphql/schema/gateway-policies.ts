@@ -3,11 +3,10 @@
 // call. Logic lives in src/services/approvals/gateway-policies.ts.
 
 import DataLoader from "dataloader";
-import { builder, readable } from "../builder.js";
+import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { InvalidStateError, NotFoundError, PermissionDeniedError, UnauthenticatedError, ValidationError } from "../../errors.js";
-import { workspaceFamilyTarget } from "../../authz/targets.js";
 import {
   canReadPolicySet,
   listGatewayPolicyVersions,
@@ -24,16 +23,8 @@ import {
   type Simulation,
 } from "../../services/approvals/gateway-policies.js";
 import type { Context } from "../context.js";
-import { ruleWorkspace } from "./workspace-rule.js";
+import { readableInWorkspace } from "./workspace-rule.js";
 import { ApprovalRuleEffectEnum } from "./approvals-policies.js";
-
-/** The read rule of a set or a version: (gateway_policy, read) on its workspace. */
-async function readablePolicy(ctx: Context, o: { orgId: string; workspaceId: string }): Promise<boolean> {
-  if (!ctx.viewer || o.orgId !== ctx.viewer.orgId) return false;
-  const workspace = await ruleWorkspace(ctx, o.workspaceId);
-  if (!workspace || workspace.orgId !== o.orgId) return false;
-  return readable(ctx, o, o.orgId, workspaceFamilyTarget(workspace, "gateway_policy", "read"));
-}
 
 /** The set in force per workspace, batched per request. */
 const setLoaders = new WeakMap<Context, DataLoader<{ id: string; orgId: string }, PolicySetView, string>>();
@@ -112,7 +103,7 @@ const PolicySetRef = builder.objectRef<PolicySetView>("GatewayPolicySet").implem
   description:
     "The Cedar policy set the gateway's gate applies to a workspace's tool calls now: its newest saved version, or the built-in " +
     "default (isDefault) when none was saved. Needs (gateway_policy, read) on the workspace.",
-  authScopes: (s, ctx) => readablePolicy(ctx, s),
+  authScopes: (s, ctx) => readableInWorkspace(ctx, s, "gateway_policy"),
   runScopesOnType: true,
   fields: (t) => ({
     workspaceId: t.exposeID("workspaceId"),
@@ -134,7 +125,7 @@ const PolicySetRef = builder.objectRef<PolicySetView>("GatewayPolicySet").implem
 
 const PolicyVersionRef = builder.objectRef<PolicyVersionRow>("GatewayPolicyVersion").implement({
   description: "One saved version of a workspace's gateway policy set (never changed or deleted). Needs (gateway_policy, read).",
-  authScopes: (v, ctx) => readablePolicy(ctx, v),
+  authScopes: (v, ctx) => readableInWorkspace(ctx, v, "gateway_policy"),
   runScopesOnType: true,
   fields: (t) => ({
     id: t.exposeID("id"),

@@ -1,5 +1,5 @@
-// The workspace-scoped families (approval_policy, approval_request, virtual_key, connection) are
-// read as part of their workspace: their types' read rules need the workspace's name and its
+// The workspace-scoped families (approval_policy, approval_request, virtual_key, connection,
+// gateway_policy) are read as part of their workspace: their types' read rules need the workspace's name and its
 // stack's authz groups. One batched read per request (per subscription event) serves every object
 // of a list, whatever shape the object was loaded in (a deleted key or policy included).
 import DataLoader from "dataloader";
@@ -34,7 +34,7 @@ export function forgetRuleWorkspaces(ctx: Context): void {
   loaders.delete(ctx);
 }
 
-type Family = "approval_policy" | "approval_request" | "virtual_key" | "connection";
+type Family = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "gateway_policy";
 
 /** The read rule of an object of a workspace-scoped family: (family, read) on its workspace. */
 export async function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): Promise<boolean> {

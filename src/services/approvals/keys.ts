@@ -162,10 +162,13 @@ export async function createConnection({ db, authz, config }: ConnectionDeps, ra
   }
 }
 
-async function connectionInOrg(db: Database, authz: Authz, id: string) {
+/** The viewer's org's connection, once `(connection, action)` on its workspace holds; another org's (or none): NotFound. */
+async function connectionFor(db: Database, authz: Authz, id: string, action: "update" | "delete") {
   await authz.requireMember();
   const connection = await db.prisma.connection.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
   if (!connection) throw new NotFoundError("Connection", id);
+  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
+  await authz.require(workspaceFamilyTarget(workspace, "connection", action));
   return connection;
 }
 
@@ -187,9 +190,7 @@ export async function updateConnection({ db, authz, config }: ConnectionDeps, ra
     }),
     raw,
   );
-  const connection = await connectionInOrg(db, authz, input.id);
-  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const connection = await connectionFor(db, authz, input.id, "update");
   const credential = sealedCredential(config, input.credential);
   try {
     return await db.prisma.connection.update({
@@ -211,9 +212,7 @@ export async function updateConnection({ db, authz, config }: ConnectionDeps, ra
 
 export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ id: z.string().min(1) }), raw);
-  const connection = await connectionInOrg(db, authz, input.id);
-  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceFamilyTarget(workspace, "connection", "delete"));
+  const connection = await connectionFor(db, authz, input.id, "delete");
   await db.prisma.connection.delete({ where: { id: connection.id } });
   return connection;
 }
@@ -253,9 +252,7 @@ export function listToolOverrides(db: Database, connectionIds: readonly string[]
  */
 export async function setToolOverride({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName, destructive: z.boolean() }), raw);
-  const connection = await connectionInOrg(db, authz, input.connectionId);
-  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const connection = await connectionFor(db, authz, input.connectionId, "update");
   const by = authz.viewer!.userId;
   await db.prisma.connectionToolOverride.upsert({
     where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } },
@@ -268,9 +265,7 @@ export async function setToolOverride({ db, authz }: Deps, raw: unknown) {
 /** Removes an override: the tool's own annotations decide again. NotFound when there was none. */
 export async function clearToolOverride({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName }), raw);
-  const connection = await connectionInOrg(db, authz, input.connectionId);
-  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
-  await authz.require(workspaceFamilyTarget(workspace, "connection", "update"));
+  const connection = await connectionFor(db, authz, input.connectionId, "update");
   const { count } = await db.prisma.connectionToolOverride.deleteMany({ where: { connectionId: connection.id, tool: input.tool } });
   if (count === 0) throw new NotFoundError("ToolAnnotationOverride", input.tool);
   return connection;
