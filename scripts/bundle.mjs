@@ -82,7 +82,6 @@ export async function buildBundle(hash = sourceHash()) {
     write: false,
     outfile: bundlePath(hash),
     logLevel: "silent",
-    metafile: true,
     plugins: [ownImportMetaUrl],
   });
   mkdirSync(BUNDLE_DIR, { recursive: true });
@@ -93,7 +92,6 @@ export async function buildBundle(hash = sourceHash()) {
     else writeFileSync(tmp, `${file.text}\n//# sourceMappingURL=${path.basename(final)}.map\n`);
   }
   renameSync(tmp, final);
-  writeFileSync(path.join(BUNDLE_DIR, "meta.json"), JSON.stringify(result.metafile));
   for (const name of readdirSync(BUNDLE_DIR)) {
     if (name.startsWith("main-") && !name.startsWith(path.basename(final)) && !name.includes(".tmp-")) rmSync(path.join(BUNDLE_DIR, name), { force: true });
   }

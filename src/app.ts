@@ -11,7 +11,7 @@ import { GraphQLError, type DocumentNode } from "graphql";
 import { authenticateWithEpoch } from "./auth/authenticate.js";
 import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
-import { EpochCache, type LoadedPrincipal } from "./authz/principal.js";
+import { EpochCache, type PrincipalCache } from "./authz/principal.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
@@ -99,7 +99,7 @@ export function createApp(deps: Infra) {
   const operator = createOperatorControls(deps);
 
   // Principals kept across requests under the authz epoch each request reads with its token.
-  const principals = new EpochCache<LoadedPrincipal>();
+  const principals: PrincipalCache = new EpochCache();
 
   /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
   async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {

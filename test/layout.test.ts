@@ -67,7 +67,6 @@ export const KNOWN_EXCEPTIONS: Record<string, string> = {
   "infra/operator.ts -> services/gate-live.ts": "as above: /metrics reports the live gate hub",
   "infra/metrics.ts -> auth/live-sockets.ts": "metrics count live sockets (operator's metrics, see infra/operator.ts)",
   "infra/metrics.ts -> auth/tokens.ts": "as above",
-  "infra/rate-limit.ts -> auth/tokens.ts": "token buckets key on the token hash (operator's rate limits)",
   "gateway/postgres-store.ts -> infra/db.ts": "the gateway's PostgreSQL store runs on the shared pool (type only)",
   "graphql/builder.ts -> generated/pothos-types.ts": "the Pothos Prisma plugin needs the generated types and datamodel",
   "graphql/schema/approvals.ts -> gateway/store.ts": "the held-call status enum and its order come from the gateway's store",

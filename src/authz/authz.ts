@@ -1,11 +1,9 @@
 import type { Viewer } from "../auth/authenticate.js";
-import { checkPermission, listScope, type CompiledPrincipal, type ListScope, type Target } from "../domain/catalog/check.js";
+import { checkPermission, listScope, type ListScope, type Target } from "../domain/catalog/check.js";
 import type { ConcreteAction, ConcreteResourceType } from "../domain/catalog/matrix.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError } from "../errors.js";
 import type { SqlRunner } from "../infra/db.js";
-import { loadPrincipal, principalKey, type PrincipalCache } from "./principal.js";
-
-type LoadedPrincipal = CompiledPrincipal & { roleIds: string[] };
+import { loadPrincipal, principalKey, type LoadedPrincipal, type PrincipalCache } from "./principal.js";
 
 /** A principal kept across requests: the process's cache and the epoch this request read with its token. */
 export interface KeptPrincipals {

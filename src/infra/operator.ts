@@ -17,7 +17,7 @@ import type { Database } from "./db.js";
 import type { EventBus } from "./events.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
-import { clientAddress, KnownTokens, keyLabel, rateKey, rateKeyOf, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
+import { clientAddress, KnownTokens, keyLabel, rateKeyOf, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
@@ -202,8 +202,9 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       async onConnect(ctx: WsContext): Promise<boolean> {
         const extra = extraOf(ctx);
         const raw = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const authorization = typeof raw === "string" ? raw : null;
-        const key = rateKey(known, authorization, clientAddress(extra.request));
+        const bearer = bearerFrom(typeof raw === "string" ? raw : null);
+        const tokenHash = bearer ? hashToken(bearer) : null;
+        const key = rateKeyOf(known, tokenHash, clientAddress(extra.request));
         const taken = limiter.take(key);
         if (!taken.ok) {
           metrics.rateLimited("ws_connect");
@@ -214,7 +215,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         let viewer: Awaited<ReturnType<typeof authenticate>>;
         let live: boolean;
         try {
-          viewer = await authenticate(db.sql, bearerFrom(authorization));
+          viewer = await authenticate(db.sql, bearer);
           live = viewer !== null && (await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId);
         } catch (error) {
           // The database cannot say who this is: refuse for now with a code clients retry
@@ -229,7 +230,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           extra.socket.close(TOKEN_INVALID_CLOSE.code, "Unauthorized: send a valid token as connectionParams.authorization");
           return false;
         }
-        known.remember(hashToken(bearerFrom(authorization)!));
+        known.remember(tokenHash!);
         const socket = {
           tokenId: viewer.tokenId,
           orgId: viewer.orgId,
@@ -238,7 +239,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           operations: new Map<string, string>(),
           isOpen: (id: string) => id in ctx.subscriptions,
           close: (code: number, reason: string) => extra.socket.close(code, reason),
-          rateKey: `token:${hashToken(bearerFrom(authorization)!)}`,
+          rateKey: `token:${tokenHash!}`,
         };
         extra.live = socket;
         sockets.add(socket);

@@ -7,7 +7,6 @@
 
 import { createHash } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { bearerFrom, hashToken } from "../auth/tokens.js";
 
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
 
@@ -96,13 +95,7 @@ export class KnownTokens {
   }
 }
 
-/** The rate-limit key of a request: `token:<hash>` for a known token, else `addr:<address>`. */
-export function rateKey(known: KnownTokens, authorization: string | null | undefined, address: string | undefined): string {
-  const bearer = bearerFrom(authorization);
-  return rateKeyOf(known, bearer ? hashToken(bearer) : null, address);
-}
-
-/** rateKey, given the bearer token's hash (null without one). */
+/** The rate-limit key of a request, given its bearer token's hash (null without one): `token:<hash>` for a known token, else `addr:<address>`. */
 export function rateKeyOf(known: KnownTokens, tokenHash: string | null, address: string | undefined): string {
   if (tokenHash && known.has(tokenHash)) return `token:${tokenHash}`;
   // The socket's peer: X-Forwarded-For is not trusted (any client can send it).
