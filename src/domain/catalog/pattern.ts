@@ -144,38 +144,32 @@ export function isPrefixPattern(likePattern: string): string | null {
  */
 export const NAME_END_MARK = "\u0001";
 
-/** The index holds every 3-gram and every 5-gram of the marked name. */
-const GRAM_LENGTHS = [3, 5] as const;
-
 /**
- * Every gram the list index stores for a name: each run of 3 and of 5 code points of
- * `NAME_END_MARK + name + NAME_END_MARK`, in order, with repeats. The SQL function
- * name_grams (migration …_name_pattern_indexes) computes the same array;
+ * Every gram the list index (the name_gram_entries table) holds for a name: each distinct run
+ * of 3 code points of `NAME_END_MARK + name + NAME_END_MARK`, in order of first appearance.
+ * The SQL function name_trigrams (migration …_name_gram_entries) computes the same set;
  * test/authz-sql.test.ts holds them to each other.
  */
 export function nameGrams(name: string): string[] {
   const chars = [NAME_END_MARK, ...name, NAME_END_MARK];
-  const out: string[] = [];
-  for (const k of GRAM_LENGTHS) for (let i = 0; i + k <= chars.length; i++) out.push(chars.slice(i, i + k).join(""));
-  return out;
+  const out = new Set<string>();
+  for (let i = 0; i + 3 <= chars.length; i++) out.add(chars.slice(i, i + 3).join(""));
+  return [...out];
 }
 
 /**
- * The grams a name must hold to match the LIKE pattern, one list per literal run of the
- * pattern (a run at the pattern's start or end carries the end mark), or null when no run
- * is long enough to have one. Exact by construction: a name that matches contains every
- * literal run as a substring, the first one right after its start and the last one right
- * before its end, so its grams include every gram of every run (test/domain/catalog/
- * pattern.test.ts checks it on random names and patterns).
- *
- * A run of 5 or more code points gives the 5-grams that tile it (the last one flush with
- * its end), a run of 3 or 4 its first and last 3-gram: every character of the run is in a
- * gram, and each gram is one more posting list for the index to read.
+ * The grams every name that matches the LIKE pattern holds: each distinct 3-gram of each
+ * literal run of the pattern (a run at the pattern's start or end carries the end mark), or
+ * null when no run is long enough to have one. Exact by construction: a matching name
+ * contains every literal run as a substring, the first one right after its start and the
+ * last one right before its end, so its grams include every gram of every run
+ * (test/domain/catalog/pattern.test.ts checks it on random names and patterns). The list
+ * query walks the index entries of the rarest of them in name order, the LIKE deciding.
  */
-export function patternGramRuns(likePattern: string): string[][] | null {
+export function patternGrams(likePattern: string): string[] | null {
   const { segments, malformed } = parseLike(likePattern);
   if (malformed) return null;
-  const out: string[][] = [];
+  const out = new Set<string>();
   const last = segments.length - 1;
   segments.forEach((segment, s) => {
     // Literal runs: maximal stretches of literal tokens; `_` and `%` both end one.
@@ -185,12 +179,7 @@ export function patternGramRuns(likePattern: string): string[][] | null {
       if (run.length === 0) return;
       const chars = [...(s === 0 && runStart === 0 ? [NAME_END_MARK] : []), ...run, ...(s === last && end === segment.length ? [NAME_END_MARK] : [])];
       run = [];
-      const k = chars.length >= 5 ? 5 : 3;
-      if (chars.length < k) return;
-      const offsets = new Set<number>();
-      for (let i = 0; i + k <= chars.length; i += k) offsets.add(i);
-      offsets.add(chars.length - k);
-      out.push([...new Set([...offsets].sort((a, b) => a - b).map((i) => chars.slice(i, i + k).join("")))]);
+      for (let i = 0; i + 3 <= chars.length; i++) out.add(chars.slice(i, i + 3).join(""));
     };
     segment.forEach((token, i) => {
       if (token === ONE) {
@@ -202,7 +191,7 @@ export function patternGramRuns(likePattern: string): string[][] | null {
     });
     flush(segment.length);
   });
-  return out.length > 0 ? out : null;
+  return out.size > 0 ? [...out] : null;
 }
 
 // ── Matching ─────────────────────────────────────────────────────────────────────────

@@ -10,7 +10,7 @@ import {
   literalOf,
   nameGrams,
   NAME_END_MARK,
-  patternGramRuns,
+  patternGrams,
   resourcePatternToGlob,
 } from "../../../src/domain/catalog/index.js";
 
@@ -319,7 +319,7 @@ describe("resourcePatternToGlob, the inverse of CompileResourcePattern", () => {
   });
 });
 
-describe("patternGramRuns: the grams the list index must find in every matching name", () => {
+describe("patternGrams: the grams the list index must find in every matching name", () => {
   const escapeLike = (ch: string) => (ch === "%" || ch === "_" || ch === "\\" ? `\\${ch}` : ch);
   /** A pattern the value matches: each code point kept (escaped), replaced by `_`, or swallowed into a `%`. */
   const matchingPattern = fc
@@ -346,7 +346,7 @@ describe("patternGramRuns: the grams the list index must find in every matching 
       fc.property(matchingPattern, ({ value, pattern }) => {
         expect(likeMatches(value, pattern)).toBe(true);
         const have = new Set(nameGrams(value));
-        for (const gram of (patternGramRuns(pattern) ?? []).flat()) expect(have.has(gram), `${JSON.stringify(pattern)} on ${JSON.stringify(value)}: ${JSON.stringify(gram)}`).toBe(true);
+        for (const gram of patternGrams(pattern) ?? []) expect(have.has(gram), `${JSON.stringify(pattern)} on ${JSON.stringify(value)}: ${JSON.stringify(gram)}`).toBe(true);
       }),
       { numRuns: 3000 },
     );
@@ -357,30 +357,33 @@ describe("patternGramRuns: the grams the list index must find in every matching 
       fc.property(likeString, anyString, (pattern, value) => {
         if (!likeMatches(value, pattern)) return;
         const have = new Set(nameGrams(value));
-        for (const gram of (patternGramRuns(pattern) ?? []).flat()) expect(have.has(gram)).toBe(true);
+        for (const gram of patternGrams(pattern) ?? []) expect(have.has(gram)).toBe(true);
       }),
       { numRuns: 3000 },
     );
   });
 
-  it("marks a literal head and tail with the end mark and tiles long runs with 5-grams", () => {
+  it("marks a literal head and tail with the end mark and takes every 3-gram of every run once", () => {
     const m = NAME_END_MARK;
-    expect(patternGramRuns("%-00042%")).toEqual([["-0004", "00042"]]);
-    expect(patternGramRuns("%-0004242")).toEqual([["-0004", `4242${m}`]]);
-    expect(patternGramRuns("team-a-%4242")).toEqual([[`${m}team`, "am-a-"], [`4242${m}`]]);
-    expect(patternGramRuns("%424%")).toEqual([["424"]]);
-    expect(patternGramRuns("%0042%")).toEqual([["004", "042"]]);
-    expect(patternGramRuns("%ab%")).toBeNull();
-    expect(patternGramRuns("%ab")).toEqual([["ab" + m]]);
-    expect(patternGramRuns("a_b%")).toBeNull();
-    expect(patternGramRuns("%4_42")).toEqual([["42" + m]]);
-    expect(patternGramRuns("%a\\%\\_b%")).toEqual([["a%_", "%_b"]]);
-    expect(patternGramRuns("%abc\\")).toBeNull();
+    expect(patternGrams("%-00042%")).toEqual(["-00", "000", "004", "042"]);
+    expect(patternGrams("%-0004242")).toEqual(["-00", "000", "004", "042", "424", "242", `42${m}`]);
+    expect(patternGrams("team-a-%4242")).toEqual([`${m}te`, "tea", "eam", "am-", "m-a", "-a-", "424", "242", `42${m}`]);
+    expect(patternGrams("%424%")).toEqual(["424"]);
+    expect(patternGrams("%ab%")).toBeNull();
+    expect(patternGrams("%ab")).toEqual(["ab" + m]);
+    expect(patternGrams("a_b%")).toBeNull();
+    expect(patternGrams("%4_42")).toEqual(["42" + m]);
+    expect(patternGrams("%a\\%\\_b%")).toEqual(["a%_", "%_b"]);
+    expect(patternGrams("%abc\\")).toBeNull();
+    expect(patternGrams("%aaaa%aaa%")).toEqual(["aaa"]);
   });
 
-  it("nameGrams: every 3- and 5-gram of the marked name, by code point", () => {
+  it("nameGrams: every distinct 3-gram of the marked name, by code point, in order", () => {
     const m = NAME_END_MARK;
+    expect(nameGrams("")).toEqual([]);
+    expect(nameGrams("a")).toEqual([`${m}a${m}`]);
     expect(nameGrams("ab")).toEqual([`${m}ab`, `ab${m}`]);
-    expect(nameGrams("x😀y")).toEqual([`${m}x😀`, "x😀y", `😀y${m}`, `${m}x😀y${m}`]);
+    expect(nameGrams("x😀y")).toEqual([`${m}x😀`, "x😀y", `😀y${m}`]);
+    expect(nameGrams("aaaa")).toEqual([`${m}aa`, "aaa", `aa${m}`]);
   });
 });
