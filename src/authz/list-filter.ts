@@ -37,11 +37,14 @@ const TABLES = { stack: "stacks", workspace: "workspaces", cloud_integration: "c
  * a role that may not read them) the first gram is walked: the same names, maybe a longer walk.
  */
 function rarestGram(gramsParam: string): string {
-  return `SELECT u.gram FROM unnest(${gramsParam}::text[]) WITH ORDINALITY AS u(gram, i)
-      LEFT JOIN (SELECT most_common_vals::text::text[] AS v, most_common_freqs AS f FROM pg_stats
-                  WHERE schemaname = current_schema() AND tablename = 'name_gram_entries' AND attname = 'gram' LIMIT 1) AS st ON true
+  return `SELECT u.gram FROM unnest(${gramsParam}::text[]) WITH ORDINALITY AS u(gram, i) LEFT JOIN ${GRAM_STATS} AS st ON true
      ORDER BY COALESCE(st.f[array_position(st.v, u.gram)], 0), u.i LIMIT 1`;
 }
+
+/** The statistics rarestGram reads: one CTE, read once however many pattern grants a scope has. */
+const GRAM_STATS = "gram_stats";
+const GRAM_STATS_CTE = `${GRAM_STATS} AS (SELECT most_common_vals::text::text[] AS v, most_common_freqs AS f FROM pg_stats
+    WHERE schemaname = current_schema() AND tablename = 'name_gram_entries' AND attname = 'gram' LIMIT 1)`;
 
 export function namePageQuery(
   family: "stack" | "workspace" | "cloud_integration",
@@ -85,7 +88,8 @@ export function namePageQuery(
         }
         let walked: string;
         if (options.gram === undefined) {
-          const gate = `rarest_gram_${gates.length + 1}`;
+          if (gates.length === 0) gates.push(GRAM_STATS_CTE);
+          const gate = `rarest_gram_${gates.length}`;
           gates.push(`${gate} AS (${rarestGram(p(grams))})`);
           walked = `(SELECT gram FROM ${gate})`;
         } else {

@@ -151,10 +151,14 @@ export const NAME_END_MARK = "\u0001";
  * test/authz-sql.test.ts holds them to each other.
  */
 export function nameGrams(name: string): string[] {
-  const chars = [NAME_END_MARK, ...name, NAME_END_MARK];
   const out = new Set<string>();
-  for (let i = 0; i + 3 <= chars.length; i++) out.add(chars.slice(i, i + 3).join(""));
+  addTrigrams([NAME_END_MARK, ...name, NAME_END_MARK], out);
   return [...out];
+}
+
+/** Adds each run of 3 code points of `chars` to `out`. */
+function addTrigrams(chars: readonly string[], out: Set<string>): void {
+  for (let i = 0; i + 3 <= chars.length; i++) out.add(chars.slice(i, i + 3).join(""));
 }
 
 /**
@@ -177,9 +181,8 @@ export function patternGrams(likePattern: string): string[] | null {
     let runStart = 0;
     const flush = (end: number) => {
       if (run.length === 0) return;
-      const chars = [...(s === 0 && runStart === 0 ? [NAME_END_MARK] : []), ...run, ...(s === last && end === segment.length ? [NAME_END_MARK] : [])];
+      addTrigrams([...(s === 0 && runStart === 0 ? [NAME_END_MARK] : []), ...run, ...(s === last && end === segment.length ? [NAME_END_MARK] : [])], out);
       run = [];
-      for (let i = 0; i + 3 <= chars.length; i++) out.add(chars.slice(i, i + 3).join(""));
     };
     segment.forEach((token, i) => {
       if (token === ONE) {
