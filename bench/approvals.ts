@@ -1,4 +1,4 @@
-// Issue 4 "Speed": the ingest worker files at least 2,000 stream entries per second (beside a
+// Ingest speed: the ingest worker files at least 2,000 stream entries per second (beside a
 // baseline: raw XREADGROUP + XACK of the same entries with no database work), and a vote that
 // reaches quorum gets to the gateway's execute in under 100 ms with a shortened delivery
 // interval. Real PostgreSQL (a throwaway bench_ schema) and real Redis.
@@ -184,7 +184,7 @@ async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixt
 }
 
 /**
- * Issue 12: an allowed tools/call through a gateway that picks each workspace's saved policy set
+ * An allowed tools/call through a gateway that picks each workspace's saved policy set
  * (the version read with the key, the parsed gate cached under it), beside the same call through
  * a gateway with one fixed gate. The difference is the per-workspace choice on the hot path.
  */

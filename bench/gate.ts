@@ -1,4 +1,4 @@
-// Issue 3, "Speed": gate evaluation for a plan of 2,000 changes under 50 overlapping policies
+// Gate speed: gate evaluation for a plan of 2,000 changes under 50 overlapping policies
 // with 20 approvals in under 5 ms in process, and planGate delivery from mutation commit to a
 // subscriber on another process under 50 ms p99 with 1,000 concurrent subscribers on one
 // process. Each figure stands beside a baseline measured in the same run.

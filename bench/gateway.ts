@@ -1,4 +1,4 @@
-// Issue 12 "Speed": an allowed `tools/call` through the gateway (MCP Streamable HTTP in, the
+// Gateway speed: an allowed `tools/call` through the gateway (MCP Streamable HTTP in, the
 // key + route + override read, Cedar, the pooled upstream client out) beside a direct call to
 // the same upstream, side by side: the SDK's own Client on both sides, the calls interleaved
 // so load on the machine falls on both alike. Targets: overhead under 2 ms at p50, and under

@@ -1,4 +1,4 @@
-// Issue 14, target 1, "HTTP request path": a real Countersign server (`tsx src/main.ts`, the
+// The HTTP request path: a real Countersign server (`tsx src/main.ts`, the
 // product's own app factory, on a bench schema) and a bare graphql-yoga server (bench/http-bare.ts,
 // `viewer { name }` from memory) each in its own process, loaded alternately by the same bounded
 // client (autocannon in this process, same connections, same duration, warm-up first):

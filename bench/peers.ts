@@ -1,4 +1,4 @@
-// Issue 14, target 3, "Peers": the same 20 grants decided by Countersign's check, by Cedar
+// Peers: the same 20 grants decided by Countersign's check, by Cedar
 // (`@cedar-policy/cedar-wasm`, `statefulIsAuthorized` over a preparsed policy set: its fastest
 // path) and by casbin, side by side in one run.
 //

@@ -1,4 +1,4 @@
-// Seed 004 "Authz groups" / issue 2 "Speed and scale": with 1,000,000 stacks in one
+// Seed 004 "Authz groups", speed and scale: with 1,000,000 stacks in one
 // organization, a page of 50 for a principal whose only grant is one authz group, one exact
 // name or a prefix pattern is an index range scan costing under 1 ms of database time at
 // every selectivity; a permission check for a cached principal costs under 50 µs.
@@ -29,7 +29,7 @@ const PAGE = 50;
 const LIMIT = PAGE + 1;
 const ORG_ID = "bench-org";
 const DB_TARGET_MS = 1;
-/** Issue 14, target 2: a name pattern with a literal run of 3+ characters. */
+/** Goal: a name pattern with a literal run of 3+ characters. */
 const PATTERN_TARGET_MS = 5;
 const CHECK_TARGET_NS = 50_000;
 
@@ -238,9 +238,9 @@ interface ListCase {
   page: "first" | "deep";
   /** Hand-written raw SQL for the same page. */
   baseline: { name: string; query: PageQuery };
-  /** Issue 2's goal applies (group, exact, prefix); other shapes are context. */
+  /** The 1 ms goal applies (group, exact, prefix); other shapes are context. */
   goal: boolean;
-  /** The goal's bound in ms of database time when it is not issue 2's 1 ms (issue 14: 5 ms). */
+  /** The goal's bound in ms of database time when it is not 1 ms (patterns: 5 ms). */
   maxMs?: number;
   /** Also compare the names themselves with the baseline's, not only their count. */
   sameNames?: boolean;
@@ -319,7 +319,7 @@ async function midpoint(db: Database, text: string, params: unknown[], count: nu
 }
 
 /**
- * Issue 14's patterns, each with a literal run of 3+ characters, in the bench's names
+ * The pattern goal rows, each with a literal run of 3+ characters, in the bench's names
  * (`team-a-0004242`, `svc-0388998`): `goal` ones carry the 5 ms target; the other is the
  * shape docs/benchmarks.md names as the walk's limit, measured so the limit shows.
  */
@@ -453,7 +453,7 @@ async function listCases(db: Database): Promise<ListCase[]> {
     async () => nameOf(bandList[0]!, 250_000),
     true,
   );
-  // Issue 14, target 2: patterns with a literal run of 3+ characters anywhere, served from
+  // Patterns with a literal run of 3+ characters anywhere, served from
   // name_gram_entries, walking the rarest gram's entries in name order (src/authz/
   // list-filter.ts). Baseline: the seed's filter shape, the query these patterns ran as before.
   for (const p of NAME_PATTERNS) {

@@ -1,4 +1,4 @@
-// Start-up (issue 14, target 5): the time from spawning `npm start` on the embedded default (a
+// Start-up: the time from spawning `npm start` on the embedded default (a
 // fresh COUNTERSIGN_DATA_DIR, no DATABASE_URL, no REDIS_URL) until the server answers the
 // README's first query over HTTP with a demo token it printed; a restart is the same on the
 // folder the previous run left. Baseline: a bare `node -e` HTTP server spawned the same way at

@@ -1,4 +1,4 @@
-// Issue 14, target 4, "10,000 subscribers on one process": planGate subscribers on one
+// 10,000 subscribers on one process: planGate subscribers on one
 // Countersign server process, its memory per subscriber and the commit-to-last-delivery
 // latency, beside a bare `ws` server fanning the same message out to as many sockets.
 //

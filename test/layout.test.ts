@@ -1,4 +1,4 @@
-// The source layout (STYLE-COMPARED §3, "What each folder may import"), checked on the tree as it
+// The source layout (which folder may import which: the table below), checked on the tree as it
 // is: every import in src/**/*.ts (value and `import type`, re-exports and dynamic imports;
 // src/generated is code generated from the schema and is not read) is parsed, then
 //   (a) no import cycle among src files, type-only imports included;
@@ -18,7 +18,7 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../src");
 // unit, a path prefix ("generated/graphql"), or "type:<unit or prefix>" (types only, `import type` or an
 // import whose every name is `type`).
 //
-// Rows the §3 table does not name, stated here:
+// Rows the layering does not name by itself, stated here:
 // - auth/ (who the caller is: tokens, authenticate, live sockets) shares authz/'s row: it may
 //   import what authz may, and whoever may import authz may import auth.
 // - errors.ts (the table's "errors": the typed error vocabulary) may import domain only.
@@ -56,10 +56,10 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   clients: ["generated/graphql"],
 };
 
-// Edges the table forbids that §3's moves leave in place, each with why; the test fails if one
+// Edges the table forbids that are still in place, each with why; the test fails if one
 // of these goes away (delete it here) or a new one appears (fix the import, or argue for a row).
 export const KNOWN_EXCEPTIONS: Record<string, string> = {
-  "infra/operator.ts -> auth/authenticate.ts": "rate limits and the WebSocket token lifecycle authenticate the caller; operator.ts belongs beside app.ts, not in infra (not a §3 move)",
+  "infra/operator.ts -> auth/authenticate.ts": "rate limits and the WebSocket token lifecycle authenticate the caller; operator.ts belongs beside app.ts, not in infra",
   "infra/operator.ts -> auth/live-sockets.ts": "as above",
   "infra/operator.ts -> auth/tokens.ts": "as above",
   "infra/operator.ts -> errors.ts": "as above: AppError codes in operation logs",
@@ -203,7 +203,7 @@ export function violations(edges: readonly Edge[], table: Record<string, readonl
 
 // ── The tree as it is ────────────────────────────────────────────────────────────────────
 
-describe("source layout (STYLE-COMPARED §3)", () => {
+describe("source layout", () => {
   const edges = importEdges(SRC);
 
   it("reads the imports of every src file", () => {

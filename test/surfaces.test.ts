@@ -1,4 +1,4 @@
-// Seed 004's surfaces that had no API (issue 15): personal organizations, PR preview mode and
+// Seed 004's surfaces that had no API: personal organizations, PR preview mode and
 // cloud integrations. One test per rule of the seed that names them, named by the rule's words,
 // each through the GraphQL API on the real PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";

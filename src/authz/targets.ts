@@ -1,6 +1,6 @@
 import type { Target } from "../domain/catalog/index.js";
 
-// The catalog Target of a stack or a workspace, in one place (STYLE-COMPARED §3 move 5): the
+// The catalog Target of a stack or a workspace, in one place: the
 // apply gate and the held-call use cases each had a `workspaceTarget` of their own.
 
 /** The families scoped to a workspace: matched by the WORKSPACE name, with its stack's authz groups. */

@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import type { Logger } from "./logger.js";
 
 /**
- * Every topic, typed in one map (STYLE.md: events carry ids, subscribers reload).
+ * Every topic, typed in one map (events carry ids, subscribers reload).
  * Names are `domain:event`; a test proves each topic subscribed to has a publisher.
  */
 export interface Topics {

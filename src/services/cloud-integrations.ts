@@ -1,4 +1,4 @@
-// Cloud integrations (seed 004, cloud_integration; issue 15): the cloud identity a stack's runs
+// Cloud integrations (seed 004, cloud_integration): the cloud identity a stack's runs
 // assume. Created, read, updated and deleted under the cloud_integration family, matched by the
 // integration's name, and passing its stack's authz groups (seed: "a cloud integration passes
 // its stack's"), so (cloud_integration, update, authz_group = env-prod) reaches the integrations

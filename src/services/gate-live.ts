@@ -1,6 +1,6 @@
 // Live gate status: the process-wide hub behind the planGate and workspaceGates subscriptions.
 //
-// Seed 000 / issue 3, "Live gate status": push the recomputed evaluation whenever anything the
+// Seed 000, "Live gate status": push the recomputed evaluation whenever anything the
 // gate reads changes. Events carry ids (src/infra/events.ts): "gate:changed" names workspaces,
 // "authz:changed" means every open gate in the organization may have changed (role
 // membership, bindings, group sync, deactivation, role deletion, grants).

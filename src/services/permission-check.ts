@@ -1,4 +1,4 @@
-// The check API (issue 15): may principal P perform (resource_type, action) on resource R?
+// The check API: may principal P perform (resource_type, action) on resource R?
 // Answered by the ONE in-memory check (src/domain/catalog/check.ts, checkPermission) over the
 // principal loaded the way every request's own principal is loaded (src/authz/principal.ts), with
 // the reason: the grant that matched and every role carrying it, held by direct assignment or

@@ -1,4 +1,4 @@
-// Personal organizations through the API (seed 004, Notes; issue 15). A signed-in person opens
+// Personal organizations through the API (seed 004, Notes). A signed-in person opens
 // one for themselves: they become its owner (admin implicitly) under their own email and name,
 // and get a token for it, shown once. Users belong to one organization, so the owner is a new
 // user row of the new organization; nothing of the caller's organization goes with it.

@@ -203,7 +203,7 @@ export async function approvePlan({ db, authz, events }: GateDeps, planId: strin
 }
 
 /**
- * An approver retracts their own approval while the plan is planned (issue 13). The row stays
+ * An approver retracts their own approval while the plan is planned. The row stays
  * (seed 000: approvals are never deleted) with who withdrew it and when, and counts for nothing
  * from then on: every read that counts approvals skips withdrawn rows. Approving again adds a
  * new row. Only the caller's own approval can be withdrawn: the mutation names the plan, never
@@ -257,7 +257,7 @@ export async function withdrawApproval({ db, authz, events }: GateDeps, planId: 
 // Applying
 
 /**
- * Seed 000, "Applying" (issue 3): re-evaluate and move planned → applying in one transaction.
+ * Seed 000, "Applying": re-evaluate and move planned → applying in one transaction.
  * Lock order (every writer follows it, so nothing deadlocks): the workspace row, then the plan
  * row, then the rows that make the approvers and the caller what they are (lockGateAuthzRows).
  * Only then are the inputs read, so the evaluation is of the state at the moment the apply

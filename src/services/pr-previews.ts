@@ -1,4 +1,4 @@
-// PR preview mode (seed 004, "preview"; issue 15).
+// PR preview mode (seed 004, "preview").
 //
 // A pull request is the one deployment origin whose code has not been reviewed: even its
 // read-only plan runs `tofu init` (fetching the modules and providers the PR's HCL names) and

@@ -7,7 +7,7 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/
 import { createOrg } from "../helpers/fixtures.js";
 import { APPROVAL_SECRET, createWorld, heldAndFiled, vote, type World } from "./world.js";
 
-// The agent's side of the outcome (issue 12): with its virtual key the agent reads its request's
+// The agent's side of the outcome: with its virtual key the agent reads its request's
 // status over GET /v1/approvals/{id} — approved with the token for the seed's re-issue — and the
 // identical retry of a closed request is answered with its status, not held again. Real
 // PostgreSQL, Redis and HTTP.

@@ -4,7 +4,7 @@ import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../he
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
-// A connection is an upstream MCP server (issue 12): its URL, a write-only credential sealed at
+// A connection is an upstream MCP server: its URL, a write-only credential sealed at
 // rest, a timeout, and per-tool destructive overrides, over GraphQL. Real PostgreSQL and Redis.
 
 const SECRET = "connection-test-approval-secret-0123456789";

@@ -8,7 +8,7 @@ import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { APPROVAL_SECRET, createWorld, SERVICE_TOKEN, type World } from "./world.js";
 import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
-// Issue 12: the production tier, per-workspace Cedar policy sets for the gateway's gate, and the
+// The production tier, per-workspace Cedar policy sets for the gateway's gate, and the
 // simulation query. Through GraphQL (yoga.fetch) and through the gateway library's handleToolCall
 // and resume, on the real PostgreSQL and Redis. The world's gateway is given NO fixed gate: it
 // reads each workspace's saved set, as Countersign's embedded gateway does.

@@ -1,4 +1,4 @@
-// The check API (issue 15) through GraphQL, on the real PostgreSQL: the shared table of cases
+// The check API through GraphQL, on the real PostgreSQL: the shared table of cases
 // (test/domain/authz-cases.ts, which the in-memory check and the SQL list filter also run), the
 // permission on the check itself, batching, no cross-organization leak, and the reasons.
 import { randomUUID } from "node:crypto";

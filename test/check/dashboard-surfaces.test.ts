@@ -1,4 +1,4 @@
-// The dashboard's surfaces of the permission catalog (issue 15): viewerCan agrees with the check
+// The dashboard's surfaces of the permission catalog: viewerCan agrees with the check
 // API, costs no statement per row, effective membership (direct and SSO binding) under
 // (member, read), and the catalog's targeting modes agree with the validator, pair by pair.
 import { randomUUID } from "node:crypto";

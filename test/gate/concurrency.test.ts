@@ -1,4 +1,4 @@
-// Races (issue 3, "Errors, races, audit"): approvals, releases and membership changes fired in
+// Races: approvals, releases and membership changes fired in
 // parallel with applyPlan; no apply starts on a gate that was not passed at that moment.
 //
 // How "at that moment" is proven: a gate-closing change and an apply are serialized by row locks

@@ -1,4 +1,4 @@
-// Withdrawing an approval (issue 13): the approver takes back their own approval while the plan
+// Withdrawing an approval: the approver takes back their own approval while the plan
 // is planned. The row stays (seed 000: approvals are never deleted), marked with who withdrew it
 // and when; it counts nowhere the gate counts approvals (the stored inputs, the apply, the live
 // push); approving again adds a new approval beside the withdrawn one.

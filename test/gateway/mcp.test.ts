@@ -15,7 +15,7 @@ import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { APPROVAL_SECRET, createWorld, vote, type World } from "../approvals/world.js";
 import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
-// Issue 12's gateway: real MCP clients (the SDK's Client on StreamableHTTPClientTransport) talk
+// The gateway: real MCP clients (the SDK's Client on StreamableHTTPClientTransport) talk
 // to the gateway, whose connections are real upstream MCP servers (the SDK's McpServer, on real
 // HTTP ports) — list, allowed calls, held calls, the vote and the one execution, the agent's
 // re-issue with its token, a closed request's retry, an upstream down or slow, the admin's

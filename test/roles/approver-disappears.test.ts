@@ -1,4 +1,4 @@
-// A named approver that disappears keeps blocking (issue 10, item 1; docs/apply-gate.md).
+// A named approver that disappears keeps blocking (docs/apply-gate.md).
 // The issue's exact steps through GraphQL, then a table over every way a named approver can
 // disappear: each passes before and blocks after, through applyPlan and the gate query.
 

@@ -1,4 +1,4 @@
-// Nothing of one organization reaches another through a member's email (issue 10, item 7).
+// Nothing of one organization reaches another through a member's email.
 // Organization B adding an email organization A already uses gets exactly what it gets for an
 // email nobody uses: its own row, the name B supplied, an id A never sees.
 

@@ -1,4 +1,4 @@
-// Foreign ids are NotFound (issue 10, item 9; README: anything of another organization is
+// Foreign ids are NotFound (README: anything of another organization is
 // NotFound). Generated from the schema: every mutation with an ID argument (top level or inside
 // its input) is called by a member of another organization holding no permissions, with our
 // ids in every ID position; each must answer NotFoundError — never PermissionDeniedError, never

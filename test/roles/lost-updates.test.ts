@@ -1,4 +1,4 @@
-// Whole-set replaces name the revision they read (issue 10, item 14): stack labels, stack authz
+// Whole-set replaces name the revision they read: stack labels, stack authz
 // groups and the organization's protected label keys. Two editors who read the same revision
 // and write concurrently: exactly one wins, the other gets ConflictError with the current
 // revision, and nothing the winner wrote is lost.

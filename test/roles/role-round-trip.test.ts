@@ -1,4 +1,4 @@
-// A role can be read and written back unchanged (issue 10, item 13): Role.permissions gives
+// A role can be read and written back unchanged: Role.permissions gives
 // the glob PermissionInput takes, so a read-modify-write of every role stores identical tuples.
 
 import fc from "fast-check";
