@@ -124,7 +124,7 @@ export function unreleasedBreaking(changelog: string): BreakingLine[] {
       continue;
     }
     if (!inBreaking) continue;
-    const entry = /^[-*]\s+(.*)$/.exec(l);
+    const entry = /^\s*[-*]\s+(.*)$/.exec(l);
     if (!entry) continue;
     const lead = /^(?:`[^`\n]+`(?:\s*,\s*|\s+and\s+|\s*)?)+/.exec(entry[1]!);
     out.push({ line: i + 1, text: l, leading: lead ? [...lead[0].matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!) : [] });

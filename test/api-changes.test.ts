@@ -119,9 +119,10 @@ describe("the breaking-change matcher", () => {
     expect(problems(BASE, after, notNaming)).toEqual([expect.stringContaining("`Stack.name` is a breaking change")]);
     const elsewhere = changelog([], "## [0.1.0] - 2026-12-03\n\n### Breaking\n\n- `Stack.name`: removed.\n").replace("### Changed\n", "### Changed\n\n- `Stack.name`: removed.\n");
     expect(explain(checkChangelog(BASE, after, elsewhere), "0.1.0")).toEqual([expect.stringContaining("`Stack.name` is a breaking change")]);
-    expect(unreleasedBreaking(changelog(["- `Stack.name` and `Stack.labels`, `@auth(role:)`: prose `Query.stack`", "* `Workspace`"])).map((e) => e.leading)).toEqual([
+    expect(unreleasedBreaking(changelog(["- `Stack.name` and `Stack.labels`, `@auth(role:)`: prose `Query.stack`", "* `Workspace`", "  - `Environment.STAGING` (a nested item)"])).map((e) => e.leading)).toEqual([
       ["Stack.name", "Stack.labels", "@auth(role:)"],
       ["Workspace"],
+      ["Environment.STAGING"],
     ]);
   });
 
