@@ -1,7 +1,10 @@
 // Ingest speed: the ingest worker files at least 2,000 stream entries per second (beside a
-// baseline: raw XREADGROUP + XACK of the same entries with no database work), and a vote that
-// reaches quorum gets to the gateway's execute in under 100 ms with a shortened delivery
-// interval. Real PostgreSQL (a throwaway bench_ schema) and real Redis.
+// baseline: raw XREADGROUP + XACK of the same entries with no database work), a held call
+// reaches the inbox (the event the inbox subscriptions re-read on) within a second of the
+// gateway's answer with the default ingest interval, on Redis and on the embedded default's
+// in-process stream and bus, and a vote that reaches quorum gets to the gateway's execute in
+// under 100 ms with a shortened delivery interval. Real PostgreSQL (a throwaway bench_ schema)
+// and real Redis.
 
 import { createServer } from "node:http";
 import { performance } from "node:perf_hooks";
@@ -10,6 +13,8 @@ import { Authz } from "../src/authz/authz.js";
 import type { Viewer } from "../src/auth/authenticate.js";
 import { createDeliveryWorker } from "../src/workers/delivery.js";
 import { createIngestWorker } from "../src/workers/ingest.js";
+import { redisApprovalStream, type ApprovalStream } from "../src/infra/approval-stream.js";
+import { createMemoryApprovalStream } from "../src/infra/memory-stream.js";
 import { voteOnApprovalRequest } from "../src/services/approvals/requests.js";
 import { validateApprovalRules } from "../src/domain/approvals/policy.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../src/gateway/cedar-gate.js";
@@ -28,6 +33,8 @@ import { log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const ENTRIES = Number(process.env.BENCH_APPROVAL_ENTRIES ?? 10_000);
 const VOTES = Number(process.env.BENCH_APPROVAL_VOTES ?? 30);
+const INBOX_CALLS = Number(process.env.BENCH_INBOX_CALLS ?? 200);
+const INBOX_TARGET_MS = 1_000;
 const GATE_CALLS = Number(process.env.BENCH_GATE_CALLS ?? 300);
 const INGEST_TARGET = 2_000;
 const LATENCY_TARGET_MS = 100;
@@ -115,6 +122,68 @@ async function ingestRows(db: Database, redis: Redis, events: EventBus, f: Fixtu
       target: `≥ ${INGEST_TARGET} entries/s`,
       pass: perSecond >= INGEST_TARGET,
     }),
+  ];
+}
+
+/**
+ * From the gateway's answer to a held call to the `approval:changed` event that files it (what
+ * the inbox subscriptions re-read on), with ingest started at its default 10 s interval: only
+ * the stream's wake can make this fast. One call at a time, INBOX_CALLS of them.
+ */
+async function inboxRows(db: Database, label: string, stream: ApprovalStream, streamKey: string, events: EventBus, f: Fixture): Promise<BenchRow[]> {
+  const logger = createLogger("silent");
+  const gateway = createGateway({
+    store: createPostgresGatewayStore(db.prisma),
+    stream,
+    streamKey,
+    gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+    approvalSecret: SECRET,
+    serviceToken: SERVICE_TOKEN,
+    executor: async () => ({ ok: true }),
+  });
+  const ingest = createIngestWorker({ db, stream, events, logger, streamKey, group: `bench-inbox-${label}` });
+  const filedAt = new Map<string, number>();
+  const waiters = new Map<string, () => void>();
+  const changes = events.subscribe("approval:changed");
+  const listening = (async () => {
+    for await (const change of changes) {
+      if (filedAt.has(change.requestId)) continue;
+      filedAt.set(change.requestId, performance.now());
+      waiters.get(change.requestId)?.();
+    }
+  })();
+  ingest.start();
+  await ingest.watching();
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < INBOX_CALLS + 5; i++) {
+      const held = await gateway.handleToolCall({
+        authorization: `Bearer ${f.key}`,
+        body: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: `acme/inbox-${label}-${i}` } } },
+      });
+      const answeredAt = performance.now();
+      if (held.outcome.kind !== "approval_required") throw new Error(`not held: ${JSON.stringify(held.body)}`);
+      const id = held.outcome.approvalId;
+      if (!filedAt.has(id)) {
+        await Promise.race([
+          new Promise<void>((resolve) => waiters.set(id, resolve)),
+          new Promise((_, reject) => setTimeout(() => reject(new Error(`not in the inbox in 15 s: ${id}`)), 15_000)),
+        ]);
+      }
+      if (i >= 5) samples.push(filedAt.get(id)! - answeredAt); // the first few warm the JIT and the pools
+    }
+  } finally {
+    await ingest.stop();
+    await changes.return?.(undefined);
+    await listening.catch(() => {});
+  }
+  const sorted = [...samples].sort((a, b) => a - b);
+  const p50 = quantile(sorted, 0.5);
+  const p99 = quantile(sorted, 0.99);
+  log(`held → inbox (${label}): p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms over ${samples.length}`);
+  return [
+    row(`held call → filed in the inbox, ${label}, p50 (ingest interval 10 s)`, p50, "ms", { max: INBOX_TARGET_MS }),
+    row(`held call → filed in the inbox, ${label}, p99 (ingest interval 10 s)`, p99, "ms", { max: INBOX_TARGET_MS }),
   ];
 }
 
@@ -226,17 +295,23 @@ export async function run(): Promise<BenchRow[]> {
     const events = createEventBus({ redisUrl: REDIS_URL, channelPrefix: schema });
     const ingestStream = `stream:approvals:${schema}:ingest`;
     const latencyStream = `stream:approvals:${schema}:latency`;
+    const inboxStream = `stream:approvals:${schema}:inbox`;
+    // The embedded default's bus: in the process, no Redis.
+    const embeddedEvents = createEventBus({});
     try {
       const fixture = await seed(db);
       return [
         ...(await ingestRows(db, redis, events, fixture, ingestStream)),
+        ...(await inboxRows(db, "Redis", redisApprovalStream(redis), inboxStream, events, fixture)),
+        ...(await inboxRows(db, "in-process", createMemoryApprovalStream(), inboxStream, embeddedEvents, fixture)),
         ...(await latencyRows(db, redis, events, fixture, latencyStream)),
         ...(await gateChoiceRows(db, redis, fixture, latencyStream)),
       ];
     } finally {
-      await redis.del(ingestStream, latencyStream).catch(() => 0);
+      await redis.del(ingestStream, latencyStream, inboxStream).catch(() => 0);
       redis.disconnect();
       await events.close();
+      await embeddedEvents.close();
     }
   });
 }

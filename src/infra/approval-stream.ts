@@ -12,6 +12,7 @@ import type { Redis } from "ioredis";
  * - `xinfoGroups`     XINFO GROUPS key                   (name, pending, last-delivered-id)
  * - `xpendingSummary` XPENDING key group                 (count and smallest pending id)
  * - `xtrimMinId`      XTRIM key MINID id
+ * - `watch`           XREAD BLOCK ms STREAMS key <last>  (on its own connection: wakes ingest when the gateway appends)
  *
  * Two implementations keep the same semantics: `redisApprovalStream` (ioredis; production, and
  * any deployment with REDIS_URL) and `createMemoryApprovalStream` (src/infra/memory-stream.ts;
@@ -45,7 +46,23 @@ export interface ApprovalStream {
   xpendingSummary(key: string, group: string): Promise<{ count: number; smallestId: string | null }>;
   /** Drops every entry whose id is below `minId`; resolves to how many. */
   xtrimMinId(key: string, minId: string): Promise<number>;
+  /**
+   * Calls `onAppend` after entries are appended to `key` by any producer (this process or, on
+   * Redis, another): at least once after each append, several appends may share one call. It
+   * only signals; the reader still reads through its group, so a missed signal costs latency
+   * (the reader's interval), never an entry. Never throws; `close` stops it.
+   */
+  watch(key: string, onAppend: () => void): StreamWatch;
 }
+
+export type StreamWatch = {
+  /** Resolves once every later append is signalled (Redis: the watch has read where the stream ends). */
+  readonly ready: Promise<void>;
+  close(): Promise<void>;
+};
+
+/** How long one blocking XREAD waits before it is issued again (it also bounds how long `close` waits). */
+export const WATCH_BLOCK_MS = 5_000;
 
 /** The approval stream on Redis, through an ioredis client. */
 export function redisApprovalStream(redis: Redis): ApprovalStream {
@@ -83,5 +100,52 @@ export function redisApprovalStream(redis: Redis): ApprovalStream {
       return { count: Number(summary[0]), smallestId: summary[1] ?? null };
     },
     xtrimMinId: (key, minId) => redis.xtrim(key, "MINID", minId),
+    watch: (key, onAppend) => watchRedisStream(redis, key, onAppend),
+  };
+}
+
+/**
+ * XREAD BLOCK on a connection of its own (a blocked connection serves nothing else), from the
+ * last id it saw, so an entry appended between two reads is returned by the next one at once.
+ * A failed read (Redis unreachable) waits a second and reads again; the reader's interval covers
+ * the gap.
+ */
+function watchRedisStream(redis: Redis, key: string, onAppend: () => void): StreamWatch {
+  const connection = redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: true });
+  // Errors are the watch's own to retry, never the process's (ioredis emits them as events).
+  connection.on("error", () => {});
+  let closed = false;
+  let markReady!: () => void;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  // Where the stream ended when the watch began ("0-0" for a stream not made yet): every entry
+  // after it is returned by the next read, even one appended while no read was waiting.
+  let last: string | null = null;
+  const loop = (async () => {
+    while (!closed) {
+      try {
+        if (last === null) {
+          const newest = (await connection.xrevrange(key, "+", "-", "COUNT", 1)) as StreamEntry[];
+          last = newest[0]?.[0] ?? "0-0";
+          markReady();
+        }
+        const reply = (await connection.xread("COUNT", 100, "BLOCK", WATCH_BLOCK_MS, "STREAMS", key, last)) as [string, StreamEntry[]][] | null;
+        const entries = reply?.[0]?.[1] ?? [];
+        if (entries.length > 0) {
+          last = entries[entries.length - 1]![0];
+          onAppend();
+        }
+      } catch {
+        if (!closed) await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
+  })();
+  return {
+    ready,
+    async close() {
+      closed = true;
+      markReady();
+      connection.disconnect();
+      await loop;
+    },
   };
 }

@@ -1,4 +1,4 @@
-import type { ApprovalStream, StreamEntry, StreamGroupInfo } from "./approval-stream.js";
+import type { ApprovalStream, StreamEntry, StreamGroupInfo, StreamWatch } from "./approval-stream.js";
 
 /**
  * The approval stream in the process (the embedded default, no REDIS_URL), with the Redis
@@ -21,6 +21,7 @@ export type MemoryStreamOptions = { now?: () => number };
 export function createMemoryApprovalStream(options: MemoryStreamOptions = {}): ApprovalStream & { readonly size: (key: string) => number } {
   const now = options.now ?? Date.now;
   const streams = new Map<string, Stream>();
+  const watchers = new Map<string, Set<() => void>>();
 
   const fresh = (): Stream => ({ entries: [], last: [0, 0], groups: new Map() });
   function group(key: string, name: string): { stream: Stream; group: Group } {
@@ -56,6 +57,8 @@ export function createMemoryApprovalStream(options: MemoryStreamOptions = {}): A
       const next: Id = ms > stream.last[0] ? [ms, 0] : [stream.last[0], stream.last[1] + 1];
       stream.last = next;
       stream.entries.push({ id: next, key: formatId(next), fields: [...fieldsAndValues.map(String)] });
+      // After this append resolves, as a reply from Redis would be: the producer's own work first.
+      for (const onAppend of watchers.get(key) ?? []) queueMicrotask(onAppend);
       return formatId(next);
     },
 
@@ -143,6 +146,21 @@ export function createMemoryApprovalStream(options: MemoryStreamOptions = {}): A
       const removed = stream.entries.length - keep.length;
       stream.entries = keep;
       return removed;
+    },
+
+    watch(key, onAppend): StreamWatch {
+      const set = watchers.get(key) ?? new Set();
+      watchers.set(key, set);
+      // Each watch is its own registration, even with the same callback.
+      const registration = () => onAppend();
+      set.add(registration);
+      return {
+        ready: Promise.resolve(),
+        async close() {
+          set.delete(registration);
+          if (set.size === 0) watchers.delete(key);
+        },
+      };
     },
   };
 }

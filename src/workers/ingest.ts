@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
-import { redisApprovalStream, type ApprovalStream, type StreamEntry } from "../infra/approval-stream.js";
+import { redisApprovalStream, type ApprovalStream, type StreamEntry, type StreamWatch } from "../infra/approval-stream.js";
 import { matchRequest, policySetHash, type ApprovalPolicy } from "../domain/approvals/policy.js";
 import { APPROVAL_STREAM, decodeTicket, type ApprovalTicket } from "../gateway/errors.js";
 import { canonicalJson, sha256Hex } from "../domain/canonical.js";
@@ -40,7 +40,11 @@ export type IngestOptions = {
   group?: string;
   /** Unique per process. Default `<host>-<pid>-<random>`. */
   consumer?: string;
-  /** Default 10 s (COUNTERSIGN_INGEST_INTERVAL_MS). */
+  /**
+   * The sweep for what a wake missed (a watch that was reconnecting, a reclaim, a republish).
+   * New entries do not wait for it: the stream's watch wakes the worker. Default 10 s
+   * (COUNTERSIGN_INGEST_INTERVAL_MS).
+   */
   intervalMs?: number;
   /** Entries per XREADGROUP / XAUTOCLAIM and per insert transaction. Default 500. */
   batchSize?: number;
@@ -87,8 +91,13 @@ type Bound = { entryId: string; ticket: ApprovalTicket; canonical: string; finge
 export type IngestWorker = {
   tick(): Promise<IngestStats>;
   start(): void;
-  /** Runs the next tick now (the stream is back after an outage) instead of at the next interval. */
+  /**
+   * Runs the next tick now instead of at the next interval: the stream watch calls it on every
+   * append, and the connection watch once the stream is back after an outage.
+   */
   wake(): void;
+  /** Resolves once a started worker watches the stream: every later append wakes it. */
+  watching(): Promise<void>;
   stop(): Promise<void>;
   readonly consumer: string;
 };
@@ -386,10 +395,15 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
   let stopped = true;
+  // A wake that arrived during a tick: the tick may have read the stream before the new entry.
+  let wokenWhileRunning = false;
+  let watch: StreamWatch | null = null;
 
   function schedule(delay: number): void {
     if (stopped) return;
     timer = setTimeout(() => {
+      timer = null;
+      wokenWhileRunning = false;
       running = tick()
         .then((stats) => {
           if (stats.read > 0) log.info(stats, "approval stream drained");
@@ -397,9 +411,19 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
         .catch((error: unknown) => log.error({ err: error }, "approval ingest tick failed"))
         .finally(() => {
           running = null;
-          schedule(intervalMs);
+          schedule(wokenWhileRunning ? 0 : intervalMs);
         });
     }, delay);
+  }
+
+  function wake(): void {
+    if (stopped) return;
+    if (running) {
+      wokenWhileRunning = true;
+      return;
+    }
+    if (timer) clearTimeout(timer);
+    schedule(0);
   }
 
   return {
@@ -408,16 +432,17 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     start() {
       if (!stopped) return;
       stopped = false;
+      // A held call reaches the inbox as soon as the gateway appends it; the interval is the sweep.
+      watch = stream.watch(streamKey, wake);
       schedule(0);
     },
-    wake() {
-      if (stopped || running) return;
-      if (timer) clearTimeout(timer);
-      schedule(0);
-    },
+    wake,
+    watching: () => watch?.ready ?? Promise.resolve(),
     async stop() {
       stopped = true;
       if (timer) clearTimeout(timer);
+      await watch?.close();
+      watch = null;
       await running;
     },
   };

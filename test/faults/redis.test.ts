@@ -46,11 +46,10 @@ beforeAll(async () => {
     COUNTERSIGN_GATEWAY_EMBEDDED: "on",
     COUNTERSIGN_APPROVAL_SECRET: APPROVAL_SECRET,
     COUNTERSIGN_GATEWAY_SERVICE_TOKEN: SERVICE_TOKEN,
-    // Ingest runs at start, then only when the stream comes back (wake) within this test: a
-    // ticket held before the kill is still unfiled when Redis loses it.
-    COUNTERSIGN_INGEST_INTERVAL_MS: "600000",
-    COUNTERSIGN_DELIVERY_INTERVAL_MS: "600000",
-    COUNTERSIGN_HELD_REPUBLISH_AFTER_MS: "1000",
+    // An API node: its workers run elsewhere (a worker node that is down through the outage),
+    // so a ticket held before the kill is still unfiled when Redis loses it. Ingest runs in this
+    // test, as the worker node would when it comes back.
+    COUNTERSIGN_WORKERS: "none",
   });
 }, 180_000);
 
@@ -127,9 +126,20 @@ describe("Redis killed under mutations and live subscriptions, restarted empty",
     await workspace.next((m) => m.plans.some((p) => p.planId === planId && p.evaluation.approvalsCounted === 3), 10_000);
     expect(await request.next((m) => m.revision > 1, 10_000)).toMatchObject({ status: "APPROVED" });
 
-    // The consumer group is recreated and the held call whose ticket the stream lost is put back
-    // from its durable record and filed.
-    await until(async () => (await w.db.prisma.approvalRequest.findUnique({ where: { id: held.approvalId! } })) !== null, 15_000, "stranded held call filed");
+    // The worker node is back: the consumer group is recreated and the held call whose ticket
+    // the stream lost is put back from its durable record and filed.
+    const workerStream = new Redis(redis.url);
+    const workerEvents = createEventBus({});
+    try {
+      const ingest = createIngestWorker({ db: w.db, redis: workerStream, events: workerEvents, logger: createLogger("silent"), streamKey: "stream:approvals", republishAfterMs: 1_000, ticketSecret: APPROVAL_SECRET });
+      await until(async () => {
+        await ingest.tick();
+        return (await w.db.prisma.approvalRequest.findUnique({ where: { id: held.approvalId! } })) !== null;
+      }, 15_000, "stranded held call filed");
+    } finally {
+      workerStream.disconnect();
+      await workerEvents.close();
+    }
     const row = await w.db.prisma.approvalRequest.findUniqueOrThrow({ where: { id: held.approvalId! } });
     expect(row.status).toBe("pending");
     const record = await w.db.prisma.gatewayInvocation.findUniqueOrThrow({ where: { approvalId: held.approvalId! } });

@@ -137,4 +137,32 @@ describe.each(streams)("the approval stream contract (%s)", (_name, make) => {
     expect(entries).toContainEqual([b, ["i", "b"]]);
     expect(await s.xpendingSummary(key, "g")).toEqual({ count: 1, smallestId: b });
   });
+
+  it("watch signals an append by any producer (at least once per append, several may share one), and nothing once closed", async () => {
+    const { s, key } = fresh();
+    // On Redis the watch reads on a connection of its own: these XADDs come from another connection.
+    const producer = s;
+    let signals = 0;
+    let signalled: (() => void) | null = null;
+    const nextSignal = () => new Promise<void>((resolve) => (signalled = resolve));
+    const watch = s.watch(key, () => {
+      signals++;
+      signalled?.();
+    });
+    await watch.ready;
+    let signal = nextSignal();
+    await producer.xadd(key, "*", "i", "a");
+    await signal;
+    expect(signals).toBeGreaterThanOrEqual(1);
+    // Appends while nobody reads are not lost: the next read returns them at once.
+    signal = nextSignal();
+    await producer.xadd(key, "*", "i", "b");
+    await producer.xadd(key, "*", "i", "c");
+    await signal;
+    await watch.close();
+    const before = signals;
+    await producer.xadd(key, "*", "i", "d");
+    await sleep(50);
+    expect(signals).toBe(before);
+  });
 });
