@@ -253,6 +253,19 @@ async function subscribedWebhooks(sql: SqlRunner, orgId: string, type: WebhookEv
 }
 
 /**
+ * Which of `orgIds` have an active webhook subscribed to any of `types`: one statement for a
+ * batch, so a caller that files many rows asks for the events of those organizations only.
+ */
+export async function organizationsListening(tx: TxLike, orgIds: readonly string[], types: readonly WebhookEventType[]): Promise<Set<string>> {
+  if (orgIds.length === 0) return new Set();
+  const rows = await asSql(tx).query<{ orgId: string }>(
+    `SELECT DISTINCT "orgId" FROM webhooks WHERE "orgId" = ANY($1::text[]) AND active AND events && $2::text[]`,
+    [[...new Set(orgIds)], [...types]],
+  );
+  return new Set(rows.map((r) => r.orgId));
+}
+
+/**
  * Queues `event` for every active webhook of the organization subscribed to its type, in the
  * caller's transaction (a Prisma interactive transaction or a raw SqlRunner transaction): it is
  * committed with the change that caused it, or rolled back with it. Returns the event id, or

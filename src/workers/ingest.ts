@@ -12,7 +12,7 @@ import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "../services/approvals/policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../infra/db.js";
-import { enqueueApprovalRequestEvent } from "../services/webhooks.js";
+import { enqueueApprovalRequestEvent, organizationsListening } from "../services/webhooks.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
@@ -366,7 +366,9 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
         if (rows.length === 0) return;
 
         const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
-        for (const id of inserted) await enqueueApprovalRequestEvent(tx, id, "approval_request.filed");
+        // One statement tells which organizations listen; only their requests are read again for a payload.
+        const listening = await organizationsListening(tx, [...new Set(rows.filter((r) => inserted.has(r.id)).map((r) => r.orgId))], ["approval_request.filed", "approval_request.decided"]);
+        for (const row of rows) if (inserted.has(row.id) && listening.has(row.orgId)) await enqueueApprovalRequestEvent(tx, row.id, "approval_request.filed");
         const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
         const existing = new Map(
           conflicting.length === 0
