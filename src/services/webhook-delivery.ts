@@ -9,6 +9,9 @@
 // - SSRF: the host is resolved once and EVERY address checked; the connection is made to the
 //   checked address (no second resolution to rebind). Private, loopback, link-local and other
 //   non-public addresses are refused unless COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE=1.
+// - What is sent: only what the webhook's owner (its creator) may read at delivery time, by the
+//   GraphQL types' read rules (eventViewFor in webhooks.ts). An event whose subject the owner may
+//   not read is not sent: the row is closed `failed` with `lastError` "skipped: <reason>".
 
 import { createHmac, randomUUID } from "node:crypto";
 import { lookup as dnsLookup } from "node:dns/promises";
@@ -18,7 +21,7 @@ import { isIP, type LookupFunction } from "node:net";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
-import { isPrivateAddress, openWebhookSecret } from "./webhooks.js";
+import { eventViewFor, isPrivateAddress, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "./webhooks.js";
 
 export interface WebhookWorker {
   /** One pass: lease due deliveries and send them. Returns how many were attempted. */
@@ -186,7 +189,14 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       // Fail closed: never send unsigned. The key may come back (a restart with the right one).
       return finish(job, { ok: false, status: null, error: "the signing secret cannot be opened with the configured COUNTERSIGN_WEBHOOK_SECRET_KEY", permanent: false });
     }
-    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(job.payload) : job.payload);
+    // Decided now, as the owner stands now: a grant revoked since the event was queued counts.
+    const owner = webhookOwnerAuthz(db.sql, webhook);
+    const view = owner ? await eventViewFor(db.sql, owner, job.payload) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
+    if (view.payload === null) {
+      log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
+      return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
+    }
+    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload) : view.payload);
     const outcome = await post(
       new URL(webhook.url),
       body,
