@@ -18,6 +18,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
+import type { Authz } from "../authz/authz.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
@@ -180,7 +181,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     );
   }
 
-  async function deliver(job: Leased): Promise<void> {
+  async function deliver(job: Leased, owners: Map<string, Authz | null>): Promise<void> {
     const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
     if (!webhook) return; // deleted: its deliveries went with it
     if (!webhook.active) return finish(job, { ok: false, status: null, error: "the webhook is disabled", permanent: true });
@@ -190,7 +191,9 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       return finish(job, { ok: false, status: null, error: "the signing secret cannot be opened with the configured COUNTERSIGN_WEBHOOK_SECRET_KEY", permanent: false });
     }
     // Decided now, as the owner stands now: a grant revoked since the event was queued counts.
-    const owner = webhookOwnerAuthz(db.sql, webhook);
+    // One principal per webhook and tick: a burst of events loads its owner once.
+    if (!owners.has(webhook.id)) owners.set(webhook.id, webhookOwnerAuthz(db.sql, webhook));
+    const owner = owners.get(webhook.id)!;
     const view = owner ? await eventViewFor(db.sql, owner, job.payload) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
     if (view.payload === null) {
       log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
@@ -217,7 +220,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
 
   async function tick(): Promise<number> {
     const jobs = await lease();
-    await Promise.all(jobs.map((job) => deliver(job).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
+    const owners = new Map<string, Authz | null>();
+    await Promise.all(jobs.map((job) => deliver(job, owners).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
     return jobs.length;
   }
 
