@@ -719,7 +719,8 @@ const policiesSimulate: Command = async ({ api, args, options, io }) => {
   const lines = [`${tool} on ${w.name}: ${sim.decision.toLowerCase().replace("_", " ")}${sim.reason ? ` (${sim.reason})` : ""}${sim.policyIds.length ? ` by ${sim.policyIds.join(", ")}` : ""}`];
   if (sim.approval) {
     if (sim.approval.defaultDeny) lines.push("  No approval rule covers it: the request would close at once (default_deny).");
-    for (const r of sim.approval.rules) lines.push(`  rule ${r.ruleId} (${r.policyName}): ${r.effect.toLowerCase()}${r.count ? `, ${r.count} approval${r.count === 1 ? "" : "s"}` : ""}`);
+    if (!sim.approval.rules) lines.push("  (the approval rules it would match need (approval_policy, read) on the workspace)");
+    for (const r of sim.approval.rules ?? []) lines.push(`  rule ${r.ruleId} (${r.policyName}): ${r.effect.toLowerCase()}${r.count ? `, ${r.count} approval${r.count === 1 ? "" : "s"}` : ""}`);
     if (sim.approval.eligibleReviewers) lines.push(`  could review now: ${sim.approval.eligibleReviewers.map((u) => u.name).join(", ") || "nobody"}`);
   }
   io.out(lines.join("\n"));

@@ -64,7 +64,9 @@ const PURE: Record<string, ReadonlySet<string> | null> = {
   GateMissingApprovers: null,
   GateReservation: null,
   GateReason: null,
-  // Rows from the snapshot's own `people`.
+  // Rows from the snapshot's own `people`. GatePerson.email depends on the caller's (member, read):
+  // an operation selecting it executes per subscriber.
+  GatePerson: new Set(["id", "name", "isServiceAccount"]),
   User: new Set(["id", "name", "email", "isServiceAccount"]),
   Role: new Set(["id", "key", "name", "description", "system", "deleted"]),
 };

@@ -9,16 +9,20 @@
 // - SSRF: the host is resolved once and EVERY address checked; the connection is made to the
 //   checked address (no second resolution to rebind). Private, loopback, link-local and other
 //   non-public addresses are refused unless COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE=1.
+// - What is sent: only what the webhook's owner (its creator) may read at delivery time, by the
+//   GraphQL types' read rules (eventViewFor in webhooks.ts). An event whose subject the owner may
+//   not read is not sent: the row is closed `failed` with `lastError` "skipped: <reason>".
 
 import { createHmac, randomUUID } from "node:crypto";
 import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
+import type { Authz } from "../authz/authz.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
-import { isPrivateAddress, openWebhookSecret } from "./webhooks.js";
+import { eventViewFor, isPrivateAddress, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "./webhooks.js";
 
 export interface WebhookWorker {
   /** One pass: lease due deliveries and send them. Returns how many were attempted. */
@@ -177,7 +181,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     );
   }
 
-  async function deliver(job: Leased): Promise<void> {
+  async function deliver(job: Leased, owners: Map<string, Authz | null>): Promise<void> {
     const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
     if (!webhook) return; // deleted: its deliveries went with it
     if (!webhook.active) return finish(job, { ok: false, status: null, error: "the webhook is disabled", permanent: true });
@@ -186,7 +190,16 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       // Fail closed: never send unsigned. The key may come back (a restart with the right one).
       return finish(job, { ok: false, status: null, error: "the signing secret cannot be opened with the configured COUNTERSIGN_WEBHOOK_SECRET_KEY", permanent: false });
     }
-    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(job.payload) : job.payload);
+    // Decided now, as the owner stands now: a grant revoked since the event was queued counts.
+    // One principal per webhook and tick: a burst of events loads its owner once.
+    if (!owners.has(webhook.id)) owners.set(webhook.id, webhookOwnerAuthz(db.sql, webhook));
+    const owner = owners.get(webhook.id)!;
+    const view = owner ? await eventViewFor(db.sql, owner, job.payload) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
+    if (view.payload === null) {
+      log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
+      return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
+    }
+    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload) : view.payload);
     const outcome = await post(
       new URL(webhook.url),
       body,
@@ -207,7 +220,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
 
   async function tick(): Promise<number> {
     const jobs = await lease();
-    await Promise.all(jobs.map((job) => deliver(job).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
+    const owners = new Map<string, Authz | null>();
+    await Promise.all(jobs.map((job) => deliver(job, owners).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
     return jobs.length;
   }
 

@@ -8,7 +8,8 @@ import { seal, unseal } from "../domain/seal.js";
 import { endpointUrlProblem, MAX_ENDPOINT_URL_LENGTH } from "../domain/endpoint-url.js";
 import { isIP } from "node:net";
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import { Authz } from "../authz/authz.js";
+import { workspaceFamilyTarget, type WorkspaceFamily } from "../authz/targets.js";
 import type { Target } from "../domain/catalog/check.js";
 import { InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
 import type { Config } from "../infra/config.js";
@@ -45,6 +46,97 @@ export interface WebhookEvent {
   summary: string;
   data: Record<string, unknown>;
 }
+
+// ── What a reader may see of an event ─────────────────────────────────────────────────────
+
+/**
+ * Per event type, the rule deciding what of it a reader may see, by the read rules of the types
+ * GraphQL serves the same objects as (src/authz/targets.ts, the rules src/graphql/schema/ runs):
+ *
+ * - `subject`: the family whose (read) on the event's workspace decides whether the event reaches
+ *   the reader at all — the type its payload describes (a plan and a reservation are read as part
+ *   of their workspace; a held call as an approval request; a policy set as a gateway policy).
+ * - `workspaceName`: the family that may read the workspace's name alongside; a reader holding the
+ *   subject but not this one gets the event with the name removed and a summary without it.
+ *
+ * An event type without a rule here is never delivered (fail closed); the `Record` over every
+ * WEBHOOK_EVENTS entry makes a new type without one fail to compile.
+ */
+export interface EventReadRule {
+  subject: WorkspaceFamily;
+  workspaceName: WorkspaceFamily;
+  /** Where the event's workspace id is in `data`. */
+  workspaceId: (data: Record<string, any>) => unknown;
+}
+
+const planRule: EventReadRule = { subject: "workspace", workspaceName: "workspace", workspaceId: (d) => d.plan?.workspace?.id };
+const inWorkspace = (subject: WorkspaceFamily, workspaceName: WorkspaceFamily = "workspace"): EventReadRule => ({ subject, workspaceName, workspaceId: (d) => d.workspace?.id });
+
+export const WEBHOOK_EVENT_READ_RULES: Readonly<Record<WebhookEventType, EventReadRule>> = {
+  "plan.needs_approvals": planRule,
+  "plan.approval_added": planRule,
+  "plan.approval_withdrawn": planRule,
+  "plan.gate_passed": planRule,
+  "plan.apply_started": planRule,
+  "plan.apply_finished": planRule,
+  "reservation.placed": inWorkspace("workspace"),
+  "reservation.released": inWorkspace("workspace"),
+  // ApprovalRequest.workspaceName is part of the request (src/graphql/schema/approvals.ts).
+  "approval_request.filed": inWorkspace("approval_request", "approval_request"),
+  "approval_request.decided": inWorkspace("approval_request", "approval_request"),
+  "workspace.tier_changed": inWorkspace("workspace"),
+  "gateway_policy.saved": inWorkspace("gateway_policy"),
+};
+
+/** What a reader sees of a queued event: the payload (parts it may not read removed), or why it sees nothing. */
+export type EventView = { payload: Record<string, unknown>; skipped: null } | { payload: null; skipped: string };
+
+const skip = (reason: string): EventView => ({ payload: null, skipped: reason });
+
+/**
+ * The event `payload` (as enqueueWebhookEvent queued it) as `authz`'s principal may read it NOW:
+ * the workspace is read as it stands (its current name and stack groups decide), and the checks
+ * are the ones the GraphQL types run. The delivery worker calls it with the webhook's owner;
+ * WebhookDelivery.payload with the caller. A skip reason names the rule, never the hidden object.
+ */
+export async function eventViewFor(sql: SqlRunner, authz: Authz, payload: Record<string, unknown>): Promise<EventView> {
+  const type = String(payload.type ?? "");
+  if (!Object.hasOwn(WEBHOOK_EVENT_READ_RULES, type)) return skip(`the event type ${JSON.stringify(type.slice(0, 80))} has no read rule, so it is never delivered`);
+  const rule = WEBHOOK_EVENT_READ_RULES[type as WebhookEventType];
+  const principal = await authz.requireMember().catch(() => null);
+  if (!principal || !authz.viewer) return skip("the webhook's owner is no longer an active member of the organization");
+  const data = (payload.data ?? {}) as Record<string, any>;
+  const workspaceId = rule.workspaceId(data);
+  if (typeof workspaceId !== "string" || payload.organizationId !== authz.viewer.orgId) return skip("the event names no workspace of this organization");
+  const [workspace] = await sql.query<{ name: string; authzGroups: string[] }>(
+    `SELECT w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId" WHERE w.id = $1 AND w."orgId" = $2`,
+    [workspaceId, authz.viewer.orgId],
+  );
+  if (!workspace) return skip("the event's workspace no longer exists");
+  const ruleWorkspace = { name: workspace.name, stack: { authzGroups: workspace.authzGroups } };
+  if (!(await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.subject, "read")))) {
+    return skip(`the webhook's owner may not read this event: it needs (${rule.subject}, read) on its workspace`);
+  }
+  if (rule.workspaceName === rule.subject || (await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.workspaceName, "read")))) {
+    return { payload, skipped: null };
+  }
+  // The subject is readable, its workspace's name is not: the name goes, and the summary that carries it.
+  const redacted = structuredClone(data);
+  for (const holder of [redacted.workspace, redacted.plan?.workspace]) if (holder && typeof holder === "object") holder.name = null;
+  return { payload: { ...payload, summary: `${type} on workspace ${workspaceId}`, data: redacted }, skipped: null };
+}
+
+/**
+ * The webhook's owner as a principal: the member who created it, in the webhook's organization.
+ * A webhook speaks for its creator; one with no creator recorded speaks for nobody, and nothing
+ * reaches it (null). No token is involved: only the organization and the user are read.
+ */
+export function webhookOwnerAuthz(sql: SqlRunner, webhook: { orgId: string; createdById: string | null }): Authz | null {
+  if (!webhook.createdById) return null;
+  return new Authz(sql, { orgId: webhook.orgId, userId: webhook.createdById, tokenId: "", name: "", email: "", isServiceAccount: false });
+}
+
+export const NO_OWNER_REASON = "the webhook has no owner recorded, so it speaks for nobody: recreate it to receive events";
 
 export function webhookTarget(action: "read" | "create" | "update" | "delete"): Target {
   return { resourceType: "webhook", action, matchValue: null, groups: null };

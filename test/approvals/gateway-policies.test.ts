@@ -397,7 +397,8 @@ describe("simulating a call", () => {
   });
 
   it("who could review is member data: null without (member, read)", async () => {
-    const reader = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "gateway_policy", action: "read" }] });
+    // The rules themselves are approval-policy data (test/leaks/simulation.test.ts): this reader may read them.
+    const reader = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "gateway_policy", action: "read" }, { resourceType: "approval_policy", action: "read" }] });
     const sim = await simulate({ tool: "github.delete_repo" }, reader.token);
     expect(sim.data.approval.rules).toHaveLength(1);
     expect(sim.data.approval.rules[0]).toMatchObject({ roleIds: ["system:approval-reviewer"], roles: null, users: null });

@@ -26,7 +26,6 @@ import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
 import { notFoundAsNull } from "../helpers.js";
-import { UserRef } from "./organization.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
 import { DIRECT_DELIVERY, type DirectDeliverable } from "../shared-events.js";
@@ -84,6 +83,26 @@ const usersOf = (people: People, ids: readonly string[]) => ids.map((id) => peop
 const rolesOf = (people: People, ids: readonly string[]) =>
   ids.map((id) => people.roles.get(id)).filter((r): r is RoleRow => r !== undefined);
 
+/**
+ * A person on a gate: who can answer the plan (a role's current members, the eligible approvers).
+ * Whoever may read the plan sees their id and name, the same people the reasons name in text;
+ * the email is member data and stays behind (member, read) (or is the caller's own).
+ */
+const GatePersonRef = builder.objectRef<UserRow>("GatePerson").implement({
+  description: "A person on a gate: id and name for whoever reads the plan; the email only with (member, read), or your own.",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    isServiceAccount: t.exposeBoolean("isServiceAccount"),
+    email: t.string({
+      nullable: true,
+      description: "Member data: null unless the caller holds (member, read) or is this person.",
+      resolve: async (u, _args, ctx) =>
+        (ctx.viewer !== null && ctx.viewer.userId === u.id) || (await ctx.authz.can(READ_MEMBERS.permission)) ? u.email || null : null,
+    }),
+  }),
+});
+
 type In<T> = { v: T; p: People };
 const wrap = <T>(p: People) => (v: T): In<T> => ({ v, p });
 
@@ -117,7 +136,7 @@ const GateBaselineRef = builder.objectRef<In<BaselineEvaluation>>("GateBaseline"
     applies: t.boolean({ description: "At least one change is on the baseline (or the plan has none).", resolve: (b) => b.v.applies }),
     required: t.int({ resolve: (b) => b.v.required }),
     counted: t.int({ description: "Approvals by holders of approve: only these count toward the baseline.", resolve: (b) => b.v.counted }),
-    countedApprovers: t.field({ type: [UserRef], resolve: (b) => usersOf(b.p, b.v.countedUserIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (b) => usersOf(b.p, b.v.countedUserIds) as never }),
     met: t.boolean({ resolve: (b) => b.v.met }),
     holdingChanges: t.stringList({ description: "The changes holding the plan on the baseline.", resolve: (b) => [...b.v.holdingChanges] }),
   }),
@@ -126,16 +145,13 @@ const GateBaselineRef = builder.objectRef<In<BaselineEvaluation>>("GateBaseline"
 const MissingApproversRef = builder.objectRef<In<RequirementEvaluation["missingApprovers"]>>("GateMissingApprovers").implement({
   description: "An approver list still missing: any one of these would do.",
   fields: (t) => ({
-    users: t.field({ type: [UserRef], resolve: (m) => usersOf(m.p, m.v.userIds) as never }),
+    users: t.field({ type: [GatePersonRef], resolve: (m) => usersOf(m.p, m.v.userIds) as never }),
     roles: t.field({ type: [RoleRef], resolve: (m) => rolesOf(m.p, m.v.roleIds) as never }),
     eligibleUsers: t.field({
-      type: [UserRef],
-      nullable: true,
+      type: [GatePersonRef],
       description:
-        "Everyone whose approval would satisfy the list now: the users plus the roles' current members. Who holds a " +
-        "role is member data: null unless the caller holds (member, read).",
-      authScopes: READ_MEMBERS,
-      unauthorizedResolver: () => null,
+        "Everyone whose approval would satisfy the list now: the users plus the roles' current members, by id and name " +
+        "(the people the reasons name). Their emails stay member data (GatePerson.email).",
       resolve: (m) => usersOf(m.p, m.v.eligibleUserIds) as never,
     }),
   }),
@@ -151,10 +167,10 @@ const GateRequirementRef = builder.objectRef<In<RequirementEvaluation>>("GateReq
     auto: t.boolean({ resolve: (r) => r.v.count === "auto" }),
     changeCount: t.int({ resolve: (r) => r.v.changeCount }),
     counted: t.int({ description: "Approvals counting toward this policy: holders of approve and its named approvers.", resolve: (r) => r.v.counted }),
-    countedApprovers: t.field({ type: [UserRef], resolve: (r) => usersOf(r.p, r.v.countedUserIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (r) => usersOf(r.p, r.v.countedUserIds) as never }),
     countMet: t.boolean({ resolve: (r) => r.v.countMet }),
     approverListSatisfied: t.boolean({ resolve: (r) => r.v.approverListSatisfied }),
-    namedApprovers: t.field({ type: [UserRef], description: "Named approvers who approved.", resolve: (r) => usersOf(r.p, r.v.namedApproverIds) as never }),
+    namedApprovers: t.field({ type: [GatePersonRef], description: "Named approvers who approved.", resolve: (r) => usersOf(r.p, r.v.namedApproverIds) as never }),
     missingApprovers: t.field({ type: MissingApproversRef, nullable: true, resolve: (r) => (r.v.approverListSatisfied ? null : { v: r.v.missingApprovers, p: r.p }) }),
     satisfied: t.boolean({ resolve: (r) => r.v.satisfied }),
   }),
@@ -166,7 +182,7 @@ const GateReservationRef = builder.objectRef<In<ReservationEvaluation>>("GateRes
     reservationId: t.id({ resolve: (r) => r.v.id }),
     holderKind: t.field({ type: HolderKindEnum, resolve: (r) => r.v.holder.kind }),
     holderUser: t.field({
-      type: UserRef,
+      type: GatePersonRef,
       nullable: true,
       resolve: (r) => (r.v.holder.kind === "user" ? (usersOf(r.p, [r.v.holder.userId])[0] as never) : null),
     }),
@@ -175,17 +191,15 @@ const GateReservationRef = builder.objectRef<In<ReservationEvaluation>>("GateRes
       nullable: true,
       resolve: (r) => (r.v.holder.kind === "role" ? ((rolesOf(r.p, [r.v.holder.roleId])[0] ?? null) as never) : null),
     }),
-    placedBy: t.field({ type: UserRef, resolve: (r) => usersOf(r.p, [r.v.placedByUserId])[0] as never }),
+    placedBy: t.field({ type: GatePersonRef, resolve: (r) => usersOf(r.p, [r.v.placedByUserId])[0] as never }),
     answered: t.boolean({ resolve: (r) => r.v.answered }),
-    answeredBy: t.field({ type: UserRef, nullable: true, resolve: (r) => (r.v.answeredByUserId ? (usersOf(r.p, [r.v.answeredByUserId])[0] as never) : null) }),
+    answeredBy: t.field({ type: GatePersonRef, nullable: true, resolve: (r) => (r.v.answeredByUserId ? (usersOf(r.p, [r.v.answeredByUserId])[0] as never) : null) }),
     currentMembers: t.field({
-      type: [UserRef],
+      type: [GatePersonRef],
       nullable: true,
       description:
-        "For a role's reservation: the role's members now (read at evaluation time). Who holds a role is member data: " +
-        "null unless the caller holds (member, read).",
-      authScopes: READ_MEMBERS,
-      unauthorizedResolver: () => null,
+        "For a role's reservation: the role's members now (read at evaluation time), by id and name (the people the " +
+        "reasons name); null for a user's reservation. Their emails stay member data (GatePerson.email).",
       resolve: (r) => (r.v.currentMembers ? (usersOf(r.p, r.v.currentMembers) as never) : null),
     }),
   }),
@@ -222,9 +236,9 @@ export const GateEvaluationRef = builder.objectRef<In<GateEvaluation>>("GateEval
     requirements: t.field({ type: [GateRequirementRef], resolve: (e) => e.v.requirements.map(wrap<RequirementEvaluation>(e.p)) }),
     reservations: t.field({ type: [GateReservationRef], resolve: (e) => e.v.reservations.map(wrap<ReservationEvaluation>(e.p)) }),
     approvalsCounted: t.int({ description: "The count so far: distinct users whose approval counts for anything.", resolve: (e) => e.v.approvalsCounted }),
-    countedApprovers: t.field({ type: [UserRef], resolve: (e) => usersOf(e.p, e.v.countedApproverIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (e) => usersOf(e.p, e.v.countedApproverIds) as never }),
     ignoredApprovers: t.field({
-      type: [UserRef],
+      type: [GatePersonRef],
       description: "Approved, but now neither hold approve nor are named on a requirement of this plan.",
       resolve: (e) => usersOf(e.p, e.v.ignoredApproverIds) as never,
     }),

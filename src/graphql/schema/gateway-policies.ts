@@ -228,6 +228,76 @@ const EvaluationErrorRef = builder.objectRef<{ policyId: string; message: string
   fields: (t) => ({ policyId: t.exposeString("policyId"), message: t.exposeString("message") }),
 });
 
+// What a simulation reveals beyond the gateway policy set (which simulating needs, read): every
+// field of the result, classified by the type whose read rule guards what it shows. A field
+// guarded by a family comes back null to a caller who may not read that family on the
+// simulated workspace, by the same rule as the type itself (readableInWorkspace for the
+// workspace families; (role, read) and (member, read) as Role.directMembers and Membership do).
+// test/leaks/simulation.test.ts walks the result type in the schema and fails on a field
+// missing here.
+type Reveal = "simulation" | "connection" | "approval_policy" | "role" | "member";
+export const SIMULATION_FIELDS: Readonly<Record<string, Reveal>> = {
+  "GatewaySimulation.decision": "simulation",
+  "GatewaySimulation.reason": "simulation",
+  "GatewaySimulation.policyIds": "simulation",
+  "GatewaySimulation.evaluationErrors": "simulation",
+  "GatewaySimulation.policySource": "simulation",
+  "GatewaySimulation.policyVersion": "simulation",
+  "GatewaySimulation.tool": "simulation",
+  "GatewaySimulation.logicalTool": "simulation",
+  "GatewaySimulation.connectionId": "connection",
+  "GatewaySimulation.destructive": "simulation",
+  "GatewaySimulation.destructiveSource": "simulation",
+  "GatewaySimulation.environment": "simulation",
+  "GatewaySimulation.production": "simulation",
+  "GatewaySimulation.argumentHash": "simulation",
+  "GatewaySimulation.approval": "simulation",
+  "GatewayEvaluationError.policyId": "simulation",
+  "GatewayEvaluationError.message": "simulation",
+  "GatewaySimulatedApproval.defaultDeny": "simulation",
+  "GatewaySimulatedApproval.rules": "approval_policy",
+  "GatewaySimulatedApproval.eligibleReviewers": "member",
+  "GatewaySimulatedReviewer.id": "member",
+  "GatewaySimulatedReviewer.name": "member",
+  "GatewaySimulatedRule.policyId": "approval_policy",
+  "GatewaySimulatedRule.policyName": "approval_policy",
+  "GatewaySimulatedRule.policyRevision": "approval_policy",
+  "GatewaySimulatedRule.ruleId": "approval_policy",
+  "GatewaySimulatedRule.effect": "approval_policy",
+  "GatewaySimulatedRule.count": "approval_policy",
+  "GatewaySimulatedRule.roleIds": "approval_policy",
+  "GatewaySimulatedRule.userIds": "approval_policy",
+  "GatewaySimulatedRule.roles": "role",
+  "GatewaySimulatedRule.users": "member",
+  "GatewaySimulatedPrincipal.id": "simulation",
+  "GatewaySimulatedPrincipal.name": "simulation",
+};
+
+/** The simulated workspace, carried down to the nested objects so each field can be authorized. */
+type Scope = { orgId: string; workspaceId: string };
+type ScopedApproval = NonNullable<Simulation["approval"]> & { scope: Scope };
+type ScopedRule = SimulatedRule & { scope: Scope };
+
+async function mayRead(ctx: Context, scope: Scope, reveal: Reveal): Promise<boolean> {
+  switch (reveal) {
+    case "simulation":
+      return true; // simulateGatewayCall required (gateway_policy, read) on the workspace
+    case "connection":
+    case "approval_policy":
+      return readableInWorkspace(ctx, scope, reveal);
+    case "role":
+    case "member":
+      return ctx.authz.can({ resourceType: reveal, action: "read", matchValue: null, groups: null });
+  }
+}
+
+/** The field's value when the caller may read what it reveals (SIMULATION_FIELDS), else null. */
+async function revealed<T>(ctx: Context, scope: Scope, field: string, value: () => T): Promise<T | null> {
+  const reveal = SIMULATION_FIELDS[field];
+  if (!reveal || !(await mayRead(ctx, scope, reveal))) return null; // unclassified: fail closed
+  return value();
+}
+
 const ReviewerRef = builder.objectRef<{ id: string; name: string }>("GatewaySimulatedReviewer").implement({
   fields: (t) => ({ id: t.exposeID("id"), name: t.exposeString("name") }),
 });
@@ -237,8 +307,10 @@ const NamedRef = builder.objectRef<{ id: string; name: string }>("GatewaySimulat
   fields: (t) => ({ id: t.exposeID("id"), name: t.exposeString("name") }),
 });
 
-const SimulatedRuleRef = builder.objectRef<SimulatedRule>("GatewaySimulatedRule").implement({
-  description: "An approval-policy rule the held call would match at ingest (on the tool and the environment name).",
+const SimulatedRuleRef = builder.objectRef<ScopedRule>("GatewaySimulatedRule").implement({
+  description:
+    "An approval-policy rule the held call would match at ingest (on the tool and the environment name). Only to a caller " +
+    "who may read the workspace's approval policies.",
   fields: (t) => ({
     policyId: t.exposeID("policyId"),
     policyName: t.exposeString("policyName"),
@@ -248,26 +320,43 @@ const SimulatedRuleRef = builder.objectRef<SimulatedRule>("GatewaySimulatedRule"
     count: t.int({ nullable: true, resolve: (r) => (r.effect === "allow" ? r.count : null) }),
     roleIds: t.stringList({ resolve: (r) => [...r.roles] }),
     userIds: t.stringList({ resolve: (r) => [...r.userIds] }),
-    roles: t.field({ type: [NamedRef], nullable: true, description: "The roles it selects. Null unless the caller holds (role, read).", resolve: (r) => r.roleNames }),
-    users: t.field({ type: [NamedRef], nullable: true, description: "The users it names. Null unless the caller holds (member, read).", resolve: (r) => r.userNames }),
+    roles: t.field({
+      type: [NamedRef],
+      nullable: true,
+      description: "The roles it selects. Null unless the caller holds (role, read).",
+      resolve: (r, _a, ctx) => revealed(ctx, r.scope, "GatewaySimulatedRule.roles", () => r.roleNames),
+    }),
+    users: t.field({
+      type: [NamedRef],
+      nullable: true,
+      description: "The users it names. Null unless the caller holds (member, read).",
+      resolve: (r, _a, ctx) => revealed(ctx, r.scope, "GatewaySimulatedRule.users", () => r.userNames),
+    }),
   }),
 });
 
-const SimulatedApprovalRef = builder.objectRef<NonNullable<Simulation["approval"]>>("GatewaySimulatedApproval").implement({
+const SimulatedApprovalRef = builder.objectRef<ScopedApproval>("GatewaySimulatedApproval").implement({
   fields: (t) => ({
     defaultDeny: t.exposeBoolean("defaultDeny", { description: "No allow rule matches: the request would close at once (default_deny)." }),
-    rules: t.field({ type: [SimulatedRuleRef], resolve: (a) => a.rules }),
+    rules: t.field({
+      type: [SimulatedRuleRef],
+      nullable: true,
+      description: "The approval-policy rules it would match. Null unless the caller holds (approval_policy, read) on the workspace.",
+      resolve: (a, _a, ctx) => revealed(ctx, a.scope, "GatewaySimulatedApproval.rules", () => a.rules.map((r) => ({ ...r, scope: a.scope }))),
+    }),
     eligibleReviewers: t.field({
       type: [ReviewerRef],
       nullable: true,
       description: "Who could review it now (an allow rule selects them, no deny rule excludes them, they hold (approval_request, decide)). Null unless the caller holds (member, read).",
-      resolve: (a) => a.eligibleReviewers,
+      resolve: (a, _a, ctx) => revealed(ctx, a.scope, "GatewaySimulatedApproval.eligibleReviewers", () => a.eligibleReviewers),
     }),
   }),
 });
 
 const SimulationRef = builder.objectRef<Simulation>("GatewaySimulation").implement({
-  description: "What the gateway's gate would do with the call now.",
+  description:
+    "What the gateway's gate would do with the call now. What it reveals beyond the policy set is authorized as its own type: " +
+    "the connection with (connection, read), the approval rules with (approval_policy, read), people with (member, read).",
   fields: (t) => ({
     decision: t.field({ type: DecisionEnum, resolve: (s) => s.decision }),
     reason: t.exposeString("reason", { nullable: true, description: "Why a deny: forbidden, no_policy_matched, policy_set_invalid, connection_inactive, key_unavailable, workspace_unavailable." }),
@@ -277,13 +366,21 @@ const SimulationRef = builder.objectRef<Simulation>("GatewaySimulation").impleme
     policyVersion: t.exposeInt("policyVersion", { nullable: true, description: "The saved version that decided (0: the default); null for a draft." }),
     tool: t.exposeString("tool", { description: "The concrete tool the call runs as." }),
     logicalTool: t.exposeString("logicalTool"),
-    connectionId: t.exposeID("connectionId"),
+    connectionId: t.id({
+      nullable: true,
+      description: "The connection serving the tool. Null unless the caller holds (connection, read) on the workspace.",
+      resolve: (s, _a, ctx) => revealed(ctx, s, "GatewaySimulation.connectionId", () => s.connectionId),
+    }),
     destructive: t.exposeBoolean("destructive"),
     destructiveSource: t.field({ type: DestructiveSourceEnum, resolve: (s) => s.destructiveSource }),
     environment: t.exposeString("environment"),
     production: t.exposeBoolean("production"),
     argumentHash: t.exposeString("argumentHash", { description: "The arguments' canonical hash, as a ticket carries it." }),
-    approval: t.field({ type: SimulatedApprovalRef, nullable: true, resolve: (s) => s.approval }),
+    approval: t.field({
+      type: SimulatedApprovalRef,
+      nullable: true,
+      resolve: (s) => (s.approval ? { ...s.approval, scope: { orgId: s.orgId, workspaceId: s.workspaceId } } : null),
+    }),
   }),
 });
 

@@ -8,6 +8,7 @@ import { InvalidStateError } from "../../errors.js";
 import {
   WEBHOOK_EVENTS,
   createWebhook,
+  eventViewFor,
   deleteWebhook,
   findReadableWebhook,
   listDeliveries,
@@ -48,11 +49,21 @@ export const WebhookDeliveryRef = builder.prismaObject("WebhookDelivery", {
     status: t.field({ type: WebhookDeliveryStatusEnum, resolve: (d) => d.status as never }),
     attempts: t.exposeInt("attempts"),
     responseCode: t.exposeInt("responseCode", { nullable: true, description: "The receiver's HTTP status on the last attempt." }),
-    lastError: t.exposeString("lastError", { nullable: true }),
+    lastError: t.exposeString("lastError", {
+      nullable: true,
+      description: "Why the last attempt failed; \"skipped: <reason>\" when the webhook's owner may not read the event (it was not sent).",
+    }),
     nextRunAt: t.expose("nextRunAt", { type: "DateTime", description: "When a queued delivery is next tried." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     deliveredAt: t.expose("deliveredAt", { type: "DateTime", nullable: true }),
-    payload: t.field({ type: "JSON", description: "The event (the json format's body).", resolve: (d) => d.payload }),
+    payload: t.field({
+      type: "JSON",
+      nullable: true,
+      description:
+        "The event (the json format's body) as YOU may read it now, by the rules a delivery follows (docs/webhooks.md, " +
+        "\"What a delivery carries\"): null when you may not read its subject, without the parts you may not read.",
+      resolve: async (d, _args, ctx) => (await eventViewFor(ctx.db.sql, ctx.authz, d.payload as Record<string, unknown>)).payload,
+    }),
   }),
 });
 
