@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP, type LookupFunction } from "node:net";
-import { addressAllowed, type OutboundPolicy } from "../domain/address-policy.js";
+import { addressAllowed, judgeHost, type OutboundPolicy } from "../domain/address-policy.js";
 
 /**
  * The connecting side of the outbound address policy (src/domain/address-policy.ts), for every
@@ -31,6 +31,9 @@ type Resolved = { address: string; family: number };
 /** Every address of `hostname` (an IP address stands for itself), all allowed, or OutboundAddressRefused. */
 export async function resolveAllowed(hostname: string, policy: OutboundPolicy): Promise<Resolved[]> {
   const host = hostname.replace(/^\[|\]$/g, "");
+  // The host as written first (as at save: `localhost` names, metadata names), then what it resolves to.
+  const named = judgeHost(host).verdict;
+  if (named === "refused" || (named === "private" && !policy.allowPrivate)) throw new OutboundAddressRefused(host);
   let addresses: Resolved[];
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
