@@ -8,6 +8,7 @@
 
 import { randomBytes } from "node:crypto";
 import dns from "node:dns/promises";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -252,6 +253,37 @@ describe("a name is judged by what it resolves to, at connect time", () => {
         expect(tools).toMatchObject({ __typename: "UpstreamUnavailableError", reason: "upstream_unavailable", message: "the upstream's host does not resolve to an allowed address" });
         expect(hole.connections()).toBe(before);
       }
+      await t.db.prisma.webhook.deleteMany({ where: { orgId: org.orgId } });
+      await t.db.prisma.connection.deleteMany({ where: { workspaceId } });
+    }
+  });
+});
+
+describe("a redirect does not escape the policy", () => {
+  it("a webhook receiver or an upstream answering a redirect to another address is not followed: the listener there sees nothing", async () => {
+    const { t, org, workspaceId } = open;
+    const target = `http://127.0.0.1:${hole.port}/latest/meta-data/`;
+    const redirector = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(req.url?.startsWith("/307") ? 307 : 302, { location: target }).end();
+    });
+    await new Promise<void>((r) => redirector.listen(0, "127.0.0.1", r));
+    const port = (redirector.address() as net.AddressInfo).port;
+    try {
+      const before = hole.connections();
+      const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: `http://127.0.0.1:${port}/302`, events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test") } });
+      const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: { type: "plan.needs_approvals" } } });
+      await createWebhookWorker({ db: t.db, config: t.config, logger: createLogger("silent") }).tick();
+      expect(await t.db.prisma.webhookDelivery.findUniqueOrThrow({ where: { id: row.id } })).toMatchObject({ responseCode: 302, lastError: "HTTP 302" });
+      const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, addresses: { allowPrivate: true }, defaultTimeoutMs: 2_000 });
+      for (const path of ["/302", "/307"]) {
+        const conn = await t.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId, name: next(), provider: "github", url: `http://127.0.0.1:${port}${path}` } });
+        await expect(pool.tools(conn)).rejects.toMatchObject({ code: "upstream_unavailable", message: "the upstream answered a redirect, which is not followed" });
+      }
+      await pool.close();
+      expect(hole.connections()).toBe(before);
+    } finally {
+      await new Promise((r) => redirector.close(r));
       await t.db.prisma.webhook.deleteMany({ where: { orgId: org.orgId } });
       await t.db.prisma.connection.deleteMany({ where: { workspaceId } });
     }
