@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { LookupFunction } from "node:net";
 import { Readable } from "node:stream";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { openConnectionCredential } from "./connection-credential.js";
@@ -36,7 +37,7 @@ export type UpstreamErrorCode =
   | "upstream_unavailable"
   /** No answer within the connection's timeout. */
   | "upstream_timeout"
-  /** The upstream answered a JSON-RPC error of its own (its code and message are kept). */
+  /** The upstream answered a JSON-RPC error of its own (its code is kept, never its message). */
   | "upstream_error";
 
 export class UpstreamError extends Error {
@@ -310,6 +311,8 @@ export function classifyTool(tool: Pick<UpstreamTool, "annotations"> | null, ove
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 64 });
 
+const CHECKED_ADDRESSES_TTL_MS = 10_000;
+
 /** An answer larger than this is refused, not buffered: an upstream cannot fill the gateway's memory. */
 export const MAX_UPSTREAM_ANSWER_BYTES = 16 * 1024 * 1024;
 
@@ -323,6 +326,18 @@ export const MAX_UPSTREAM_ANSWER_BYTES = 16 * 1024 * 1024;
  * a GET's is streamed.
  */
 export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
+  // A host's checked addresses are reused for a few seconds (the hot path does not resolve per
+  // call); reusing them is safe, as the socket still goes only to addresses that were checked.
+  const checked = new Map<string, { at: number; lookup: LookupFunction }>();
+  const connectOptions = async (url: URL) => {
+    const hit = checked.get(url.hostname);
+    if (hit && Date.now() - hit.at < CHECKED_ADDRESSES_TTL_MS) return hit;
+    const { lookup } = await outboundConnectOptions(url, policy);
+    if (checked.size > 1_000) checked.clear();
+    const entry = { at: Date.now(), lookup };
+    checked.set(url.hostname, entry);
+    return entry;
+  };
   return async (input, init) => {
     const method = (init?.method ?? "GET").toUpperCase();
     const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
@@ -335,7 +350,7 @@ export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
     const signal = init?.signal ?? undefined;
     const aborted = () => (signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
     if (signal?.aborted) throw aborted();
-    const { lookup } = await outboundConnectOptions(url, policy);
+    const { lookup } = await connectOptions(url);
     return new Promise<Response>((resolve, reject) => {
       const secure = url.protocol === "https:";
       const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, lookup, agent: secure ? httpsAgent : httpAgent }, (res) => {
