@@ -66,7 +66,8 @@ export async function run(): Promise<BenchRow[]> {
     const key = generateVirtualKey();
     await db.prisma.virtualKey.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "bench-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: user.id } });
 
-    const upstreams = createUpstreamPool({ approvalSecret: SECRET });
+    // The upstream listens on 127.0.0.1: loopback allowed, as an operator would for a local run.
+    const upstreams = createUpstreamPool({ approvalSecret: SECRET, addresses: { allowPrivate: true } });
     const gateway = createGateway({
       store: createPostgresGatewayStore(db.prisma, { sql: db.sql }),
       // An allowed call never writes a ticket.

@@ -67,7 +67,8 @@ await withBenchSchema(async (db) => {
   await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: ws.id, name: "up", provider: "up", url: upstreamUrl } });
   const key = generateVirtualKey();
   await db.prisma.virtualKey.create({ data: { orgId: org.id, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: user.id } });
-  const upstreams = createUpstreamPool({});
+  // The upstream listens on 127.0.0.1: loopback allowed, as an operator would for a local run.
+  const upstreams = createUpstreamPool({ addresses: { allowPrivate: true } });
   const gateway = createGateway({
     store: createPostgresGatewayStore(db.prisma, { sql: db.sql }),
     stream: { xadd: async () => Promise.reject(new Error("no stream")) },

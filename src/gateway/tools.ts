@@ -1,3 +1,4 @@
+import type { OutboundPolicy } from "../domain/address-policy.js";
 import { classifyTool, createUpstreamPool, UpstreamError, type DestructiveSource, type UpstreamConnection, type UpstreamPool, type UpstreamTool } from "./upstream.js";
 
 /**
@@ -34,10 +35,16 @@ export { UpstreamError };
  */
 export async function listConnectionTools(
   connection: UpstreamConnection & { name: string },
-  opts: { upstreams?: UpstreamPool | null; approvalSecret?: string | undefined; overrides?: readonly { tool: string; destructive: boolean }[] } = {},
+  opts: {
+    upstreams?: UpstreamPool | null;
+    approvalSecret?: string | undefined;
+    /** The outbound address policy of a pool made for this read (default: public addresses only). */
+    addresses?: OutboundPolicy;
+    overrides?: readonly { tool: string; destructive: boolean }[];
+  } = {},
 ): Promise<ConnectionToolInfo[]> {
   const overrides = new Map((opts.overrides ?? []).map((o) => [o.tool, o.destructive]));
-  const pool = opts.upstreams ?? createUpstreamPool({ approvalSecret: opts.approvalSecret });
+  const pool = opts.upstreams ?? createUpstreamPool({ approvalSecret: opts.approvalSecret, ...(opts.addresses ? { addresses: opts.addresses } : {}) });
   try {
     const tools = await pool.tools(connection);
     return tools.map((t) => {

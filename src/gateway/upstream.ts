@@ -3,7 +3,11 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { LookupFunction } from "node:net";
+import { Readable } from "node:stream";
+import type { OutboundPolicy } from "../domain/address-policy.js";
 import { openConnectionCredential } from "./connection-credential.js";
+import { isNetworkFailure, networkFailure, outboundConnectOptions } from "./outbound.js";
 
 /**
  * The gateway's side of its upstreams: every connection is a real MCP server on the Streamable
@@ -33,7 +37,7 @@ export type UpstreamErrorCode =
   | "upstream_unavailable"
   /** No answer within the connection's timeout. */
   | "upstream_timeout"
-  /** The upstream answered a JSON-RPC error of its own (its code and message are kept). */
+  /** The upstream answered a JSON-RPC error of its own (its code is kept, never its message). */
   | "upstream_error";
 
 export class UpstreamError extends Error {
@@ -58,8 +62,13 @@ export type UpstreamPoolOptions = {
   /** How long a tools list is trusted before it is read again. Default 60 s. */
   toolsTtlMs?: number;
   /**
-   * The fetch the transports use. Default `upstreamFetch` (node:http for POSTs, keep-alive);
-   * the embedded default wraps it to reach its in-process demo upstream.
+   * Which addresses an upstream may have (src/domain/address-policy.ts). Default: public only
+   * (the operator's COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE is passed here).
+   */
+  addresses?: OutboundPolicy;
+  /**
+   * The fetch the transports use. Default `createUpstreamFetch(addresses)`; the embedded default
+   * wraps that one to reach its in-process demo upstream. A replacement must apply the policy.
    */
   fetch?: typeof fetch;
   clientInfo?: { name: string; version: string };
@@ -91,6 +100,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
   const toolsTtlMs = options.toolsTtlMs ?? 60_000;
   const clientInfo = options.clientInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const entries = new Map<string, Entry>();
+  const transportFetch = options.fetch ?? createUpstreamFetch(options.addresses ?? { allowPrivate: false });
 
   const versionOf = (c: UpstreamConnection) => `${c.url ?? ""}\n${c.credentialSealed ?? ""}\n${c.updatedAt instanceof Date ? c.updatedAt.toISOString() : String(c.updatedAt)}`;
   const timeoutOf = (c: UpstreamConnection) => (c.timeoutMs && c.timeoutMs > 0 ? c.timeoutMs : defaultTimeoutMs);
@@ -132,7 +142,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     const attempt = (async () => {
       const transport = new StreamableHTTPClientTransport(url, {
         requestInit: { headers: headersOf(c) },
-        fetch: options.fetch ?? upstreamFetch,
+        fetch: transportFetch,
         // A stateless upstream has no standalone stream to resume; never retry in the background.
         reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1 },
       });
@@ -142,7 +152,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
         await client.connect(transport, { timeout: timeoutOf(c) });
       } catch (error) {
         await client.close().catch(() => {});
-        throw toUpstreamError(error);
+        throw toUpstreamError(error, "connect");
       }
       client.onclose = () => {
         if (entry.client === attempt) entry.client = null;
@@ -170,7 +180,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
       try {
         return await run(client, timeoutOf(c));
       } catch (error) {
-        const mapped = toUpstreamError(error);
+        const mapped = toUpstreamError(error, "request");
         if (mapped.code !== "upstream_error" && entry.client) {
           const stale = entry.client;
           entry.client = null;
@@ -248,16 +258,29 @@ function sessionOf(client: Client): string | undefined {
   return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
 }
 
-function toUpstreamError(error: unknown): UpstreamError {
+/**
+ * What failed, in the gateway's words: never what the upstream answered (no body, no JSON key,
+ * no message of its own, no socket error text). A URL pointed at something that is not an MCP
+ * server learns nothing about it beyond "not an MCP server" (docs/threats.md).
+ */
+function toUpstreamError(error: unknown, phase: "connect" | "request"): UpstreamError {
   if (error instanceof UpstreamError) return error;
   if (error instanceof McpError) {
     if (error.code === ErrorCode.RequestTimeout) return new UpstreamError("upstream_timeout", "the upstream did not answer in time");
     if (error.code === ErrorCode.ConnectionClosed) return new UpstreamError("upstream_unavailable", "the upstream closed the connection");
-    return new UpstreamError("upstream_error", error.message, error.code);
+    if (phase === "connect") return new UpstreamError("upstream_unavailable", "the upstream is not an MCP server (it refused initialize)");
+    return new UpstreamError("upstream_error", `the upstream answered JSON-RPC error ${error.code}`, error.code);
   }
-  if (error instanceof StreamableHTTPError) return new UpstreamError("upstream_unavailable", `the upstream answered HTTP ${error.code ?? "?"}`);
-  const message = error instanceof Error ? error.message : String(error);
-  return new UpstreamError("upstream_unavailable", `the upstream is unreachable (${message})`);
+  if (error instanceof StreamableHTTPError) {
+    const status = error.code ?? -1;
+    if (status >= 300 && status < 400) return new UpstreamError("upstream_unavailable", "the upstream answered a redirect, which is not followed");
+    if (status === 401 || status === 403) return new UpstreamError("upstream_unavailable", `the upstream refused the credential (HTTP ${status})`);
+    if (status >= 400 && status < 600) return new UpstreamError("upstream_unavailable", `the upstream answered HTTP ${Math.floor(status / 100)}xx`);
+    return new UpstreamError("upstream_unavailable", "the upstream is not an MCP server (its answer is not MCP)");
+  }
+  if (isNetworkFailure(error)) return new UpstreamError("upstream_unavailable", networkFailure(error, "the upstream"));
+  // A parse or schema failure of the answer, an unsupported protocol version: not MCP.
+  return new UpstreamError("upstream_unavailable", "the upstream is not an MCP server (its answer is not MCP)");
 }
 
 // ─── destructive ─────────────────────────────────────────────────────────────────────────────
@@ -288,43 +311,78 @@ export function classifyTool(tool: Pick<UpstreamTool, "annotations"> | null, ove
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 64 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 64 });
 
+const CHECKED_ADDRESSES_TTL_MS = 10_000;
+
+/** An answer larger than this is refused, not buffered: an upstream cannot fill the gateway's memory. */
+export const MAX_UPSTREAM_ANSWER_BYTES = 16 * 1024 * 1024;
+
 /**
- * The upstream transports' fetch: a POST (every request and notification the gateway sends) goes
- * over node:http on a keep-alive agent and its answer is read whole — a JSON answer, or the SSE
- * stream the upstream closes once it has answered that request — which costs a fraction of
- * undici's fetch on the hot path. Anything else (the standalone GET stream, DELETE) is the
- * platform's fetch.
+ * The upstream transports' fetch, under the outbound address policy: every request (the POSTs,
+ * the standalone GET stream, DELETE) goes over node:http to an address checked when it connects
+ * (src/gateway/outbound.ts), and no redirect is followed here (the SDK follows one only within
+ * the URL's origin, through this same fetch, so each hop is checked again). A POST's answer —
+ * a JSON answer, or the SSE stream the upstream closes once it has answered that request — is
+ * read whole on a keep-alive agent, which costs a fraction of undici's fetch on the hot path;
+ * a GET's is streamed.
  */
-export const upstreamFetch: typeof fetch = async (input, init) => {
-  const method = (init?.method ?? "GET").toUpperCase();
-  const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
-  if (method !== "POST" || (url.protocol !== "http:" && url.protocol !== "https:")) return fetch(input, init);
-  const headers: Record<string, string> = {};
-  new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
-  const body = typeof init?.body === "string" ? init.body : init?.body == null ? "" : null;
-  if (body === null) return fetch(input, init);
-  headers["content-length"] = String(Buffer.byteLength(body));
-  const signal = init?.signal ?? undefined;
-  return new Promise<Response>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
-    const secure = url.protocol === "https:";
-    const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, agent: secure ? httpsAgent : httpAgent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("error", reject);
-      res.on("end", () => {
+export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
+  // A host's checked addresses are reused for a few seconds (the hot path does not resolve per
+  // call); reusing them is safe, as the socket still goes only to addresses that were checked.
+  const checked = new Map<string, { at: number; lookup: LookupFunction }>();
+  const connectOptions = async (url: URL) => {
+    const hit = checked.get(url.hostname);
+    if (hit && Date.now() - hit.at < CHECKED_ADDRESSES_TTL_MS) return hit;
+    const { lookup } = await outboundConnectOptions(url, policy);
+    if (checked.size > 1_000) checked.clear();
+    const entry = { at: Date.now(), lookup };
+    checked.set(url.hostname, entry);
+    return entry;
+  };
+  return async (input, init) => {
+    const method = (init?.method ?? "GET").toUpperCase();
+    const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new UpstreamError("upstream_not_configured", "the connection's upstream url is not http(s)");
+    const headers: Record<string, string> = {};
+    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+    const body = typeof init?.body === "string" ? init.body : init?.body == null ? "" : null;
+    if (body === null) throw new TypeError("the upstream fetch sends string bodies only");
+    if (body !== "" || method === "POST") headers["content-length"] = String(Buffer.byteLength(body));
+    const signal = init?.signal ?? undefined;
+    const aborted = () => (signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
+    if (signal?.aborted) throw aborted();
+    const { lookup } = await connectOptions(url);
+    return new Promise<Response>((resolve, reject) => {
+      const secure = url.protocol === "https:";
+      const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, lookup, agent: secure ? httpsAgent : httpAgent }, (res) => {
         const status = res.statusCode ?? 502;
-        const payload = status === 204 || status === 304 || chunks.length === 0 ? null : Buffer.concat(chunks);
-        resolve(new Response(payload, { status, headers: responseHeaders(res.headers) }));
+        const empty = status === 204 || status === 304 || method === "HEAD";
+        if (method !== "POST") {
+          resolve(new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers: responseHeaders(res.headers) }));
+          return;
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_UPSTREAM_ANSWER_BYTES) {
+            res.destroy();
+            reject(new UpstreamError("upstream_unavailable", "the upstream's answer is too large"));
+          } else chunks.push(c);
+        });
+        res.on("error", reject);
+        res.on("end", () => {
+          const payload = empty || chunks.length === 0 ? null : Buffer.concat(chunks);
+          resolve(new Response(payload, { status, headers: responseHeaders(res.headers) }));
+        });
       });
+      const onAbort = () => req.destroy(aborted());
+      signal?.addEventListener("abort", onAbort, { once: true });
+      req.on("close", () => signal?.removeEventListener("abort", onAbort));
+      req.on("error", reject);
+      req.end(body);
     });
-    const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
-    signal?.addEventListener("abort", onAbort, { once: true });
-    req.on("close", () => signal?.removeEventListener("abort", onAbort));
-    req.on("error", reject);
-    req.end(body);
-  });
-};
+  };
+}
 
 function responseHeaders(raw: IncomingHttpHeaders): Headers {
   const headers = new Headers();

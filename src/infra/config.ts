@@ -54,8 +54,17 @@ const EnvSchema = z.object({
   COUNTERSIGN_METRICS_TOKEN: z.string().min(16).optional(),
   /** Comma-separated origins allowed to call the API from a browser (CORS); empty: same origin only. */
   COUNTERSIGN_CORS_ORIGINS: z.string().default(""),
-  /** "1" lets webhooks deliver to private, loopback and link-local addresses (off: refused). */
+  /**
+   * "1" lets webhooks deliver to loopback and private addresses (off: refused). Link-local
+   * (cloud metadata) and the other never-allowed ranges stay refused (src/domain/address-policy.ts).
+   */
   COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
+  /**
+   * "1" lets connections' upstream MCP servers be on loopback and private addresses (off:
+   * refused at save and at connect). Its own flag: an operator running internal MCP servers
+   * need not open webhooks to the internal network too.
+   */
+  COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
   /** Seals webhook signing secrets at rest (AES-256-GCM); falls back to COUNTERSIGN_APPROVAL_SECRET. */
   COUNTERSIGN_WEBHOOK_SECRET_KEY: z.string().min(32).optional(),
   COUNTERSIGN_WEBHOOK_INTERVAL_MS: z.coerce.number().int().positive().default(2_000),
@@ -111,6 +120,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     wsInitTimeoutMs: e.COUNTERSIGN_WS_INIT_TIMEOUT_MS,
     metricsToken: e.COUNTERSIGN_METRICS_TOKEN,
     corsOrigins: parseOrigins(e.COUNTERSIGN_CORS_ORIGINS),
+    /** The outbound address policy for connections' upstreams (src/domain/address-policy.ts). */
+    upstreams: { allowPrivate: e.COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE === "1" },
     webhooks: {
       allowPrivate: e.COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE === "1",
       secretKey: e.COUNTERSIGN_WEBHOOK_SECRET_KEY ?? e.COUNTERSIGN_APPROVAL_SECRET,

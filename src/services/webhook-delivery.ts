@@ -6,23 +6,26 @@
 //   never both deliver it, and an expired lease (a crashed worker) is taken over.
 // - Retries: a non-2xx answer, a timeout or a network error is retried with exponential backoff
 //   (base × 2^(attempt-1), at most an hour) until maxAttempts, then the row is `failed`.
-// - SSRF: the host is resolved once and EVERY address checked; the connection is made to the
-//   checked address (no second resolution to rebind). Private, loopback, link-local and other
-//   non-public addresses are refused unless COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE=1.
+// - SSRF: the outbound address policy (src/domain/address-policy.ts, connected through
+//   src/gateway/outbound.ts): the host is resolved once and EVERY address checked; the connection
+//   is made to a checked address (no second resolution to rebind); a redirect is never followed.
+//   Loopback and private addresses are refused unless COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE=1;
+//   link-local (cloud metadata) and the other never-allowed ranges always. A failure is recorded
+//   as what failed, never as the receiver's or the resolver's words.
 // - What is sent: only what the webhook's owner (its creator) may read at delivery time, by the
 //   GraphQL types' read rules (eventViewFor in webhooks.ts). An event whose subject the owner may
 //   not read is not sent: the row is closed `failed` with `lastError` "skipped: <reason>".
 
 import { createHmac, randomUUID } from "node:crypto";
-import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
-import { isIP, type LookupFunction } from "node:net";
 import type { Authz } from "../authz/authz.js";
+import type { OutboundPolicy } from "../domain/address-policy.js";
+import { networkFailure, OutboundAddressRefused, outboundConnectOptions } from "../gateway/outbound.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
-import { eventViewFor, isPrivateAddress, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "./webhooks.js";
+import { eventViewFor, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "./webhooks.js";
 
 export interface WebhookWorker {
   /** One pass: lease due deliveries and send them. Returns how many were attempted. */
@@ -52,10 +55,6 @@ export function signBody(secret: string, body: string): string {
   return `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`;
 }
 
-export class RefusedAddressError extends Error {
-  override readonly name = "RefusedAddressError";
-}
-
 const escapeMrkdwn = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 /** A Slack incoming-webhook message ({ text, blocks }) for an event payload. */
@@ -78,22 +77,6 @@ export function backoffMs(attempt: number, baseMs: number): number {
   return Math.min(baseMs * 2 ** Math.max(attempt - 1, 0), 3_600_000);
 }
 
-/** A lookup that answers only checked addresses: every address of the host must be public. */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
-  return (hostname, options, callback) => {
-    dnsLookup(hostname, { all: true, verbatim: true })
-      .then((addresses) => {
-        if (addresses.length === 0) throw new Error(`${hostname} does not resolve`);
-        const bad = addresses.find((a) => isPrivateAddress(a.address));
-        if (bad && !allowPrivate) throw new RefusedAddressError(`${hostname} resolves to ${bad.address}, a private or loopback address`);
-        const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
-        if (options.all) (callback as any)(null, wanted);
-        else callback(null, wanted[0]!.address, wanted[0]!.family);
-      })
-      .catch((error: NodeJS.ErrnoException) => callback(error, "", 0));
-  };
-}
-
 interface Outcome {
   ok: boolean;
   status: number | null;
@@ -102,10 +85,14 @@ interface Outcome {
   permanent: boolean;
 }
 
-function post(url: URL, body: string, headers: Record<string, string>, timeoutMs: number, allowPrivate: boolean): Promise<Outcome> {
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  if (isIP(host) && isPrivateAddress(host) && !allowPrivate) {
-    return Promise.resolve({ ok: false, status: null, error: `refused: ${host} is a private or loopback address`, permanent: true });
+async function post(url: URL, body: string, headers: Record<string, string>, timeoutMs: number, policy: OutboundPolicy): Promise<Outcome> {
+  let lookup: Awaited<ReturnType<typeof outboundConnectOptions>>["lookup"];
+  try {
+    ({ lookup } = await outboundConnectOptions(url, policy));
+  } catch (error) {
+    if (!(error instanceof OutboundAddressRefused)) throw error;
+    // A refused address stays refused; a name that does not resolve may yet.
+    return { ok: false, status: null, error: `refused: ${networkFailure(error, "the receiver")}`, permanent: error.reason === "refused" };
   }
   return new Promise((resolve) => {
     const client = url.protocol === "https:" ? https : http;
@@ -114,24 +101,25 @@ function post(url: URL, body: string, headers: Record<string, string>, timeoutMs
       {
         method: "POST",
         headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
-        lookup: guardedLookup(allowPrivate),
+        lookup,
         timeout: timeoutMs,
         agent: false,
       },
       (res) => {
         res.resume();
+        // A redirect is an answer, not an instruction: it is never followed (its target is not checked).
         const status = res.statusCode ?? 0;
         const done = () => resolve({ ok: status >= 200 && status < 300, status, error: status >= 200 && status < 300 ? null : `HTTP ${status}`, permanent: false });
         res.on("end", done);
         res.on("error", done);
       },
     );
-    const timer = setTimeout(() => req.destroy(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
-    req.on("timeout", () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+    const timedOut = Object.assign(new Error("timed out"), { code: "ETIMEDOUT" });
+    const timer = setTimeout(() => req.destroy(timedOut), timeoutMs);
+    req.on("timeout", () => req.destroy(timedOut));
     req.on("error", (error) => {
       clearTimeout(timer);
-      const refused = error instanceof RefusedAddressError;
-      resolve({ ok: false, status: null, error: refused ? `refused: ${error.message}` : error.message.slice(0, 500), permanent: refused });
+      resolve({ ok: false, status: null, error: networkFailure(error, "the receiver"), permanent: false });
     });
     req.on("close", () => clearTimeout(timer));
     req.end(body);
@@ -212,7 +200,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
         [TIMESTAMP_HEADER]: String(Math.floor(Date.now() / 1000)),
       },
       settings.timeoutMs,
-      settings.allowPrivate,
+      { allowPrivate: settings.allowPrivate },
     );
     if (!outcome.ok) log.warn({ deliveryId: job.id, attempt: job.attempts, error: outcome.error }, "webhook delivery failed");
     await finish(job, outcome);

@@ -6,7 +6,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { seal, unseal } from "../domain/seal.js";
 import { endpointUrlProblem, MAX_ENDPOINT_URL_LENGTH } from "../domain/endpoint-url.js";
-import { isIP } from "node:net";
+import type { OutboundPolicy } from "../domain/address-policy.js";
 import { z } from "zod";
 import { Authz } from "../authz/authz.js";
 import { workspaceFamilyTarget, type WorkspaceFamily } from "../authz/targets.js";
@@ -154,51 +154,11 @@ export const openWebhookSecret = (key: string, sealed: string): string | null =>
 
 // ── URLs ───────────────────────────────────────────────────────────────────────────────
 
-/** Why a webhook URL is refused at create/update, or null. The address check is at delivery. */
-export const webhookUrlProblem = (raw: string): string | null => endpointUrlProblem(raw, "put a token in the path or query");
-
-/** Whether an IP address is private, loopback, link-local, unspecified, multicast or otherwise not public. */
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return privateV4(address);
-  if (family === 6) {
-    const a = address.toLowerCase().split("%")[0]!;
-    const mapped = /^(?:0{0,4}:){0,4}:?(?:0{0,4}:)?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a) ?? /^::(\d+\.\d+\.\d+\.\d+)$/.exec(a);
-    if (mapped) return privateV4(mapped[1]!);
-    const hexMapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(a);
-    if (hexMapped) {
-      const hi = parseInt(hexMapped[1]!, 16);
-      const lo = parseInt(hexMapped[2]!, 16);
-      return privateV4(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`);
-    }
-    if (a === "::" || a === "::1") return true;
-    const first = parseInt(a.split(":")[0] || "0", 16);
-    if ((first & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local
-    if ((first & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
-    if ((first & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated)
-    if ((first & 0xff00) === 0xff00) return true; // multicast
-    if (a.startsWith("64:ff9b:")) return true; // NAT64 can reach anything, private included
-    if (a.startsWith("2001:db8:") || a.startsWith("100::")) return true; // documentation, discard
-    return false;
-  }
-  return true; // not an address at all: refuse
-}
-
-function privateV4(address: string): boolean {
-  const [a, b] = address.split(".").map(Number) as [number, number, number, number];
-  return (
-    a === 0 || // this network
-    a === 10 ||
-    a === 127 ||
-    (a === 100 && b >= 64 && b <= 127) || // carrier-grade NAT
-    (a === 169 && b === 254) || // link-local (cloud metadata)
-    (a === 172 && b >= 16 && b <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 192 && b === 0) ||
-    (a === 198 && (b === 18 || b === 19)) || // benchmarking
-    a >= 224 // multicast, reserved, broadcast
-  );
-}
+/**
+ * Why a webhook URL is refused at create/update, or null: its form, and its host as written
+ * under the outbound address policy. What the host resolves to is checked at every delivery.
+ */
+export const webhookUrlProblem = (raw: string, policy: OutboundPolicy): string | null => endpointUrlProblem(raw, "put a token in the path or query", policy);
 
 // ── Configuration ──────────────────────────────────────────────────────────────────────
 
@@ -213,15 +173,17 @@ const EventList = z
   .min(1, "Subscribe to at least one event.")
   .max(WEBHOOK_EVENTS.length)
   .transform((events) => [...new Set(events)]);
-const Url = z.string().superRefine((url, ctx) => {
-  const problem = webhookUrlProblem(url);
-  if (problem) ctx.addIssue({ code: "custom", message: `The URL ${problem}.` });
-});
+const webhookUrl = (config: Pick<Config, "webhooks">) =>
+  z.string().superRefine((url, ctx) => {
+    const problem = webhookUrlProblem(url, config.webhooks);
+    if (problem) ctx.addIssue({ code: "custom", message: `The URL ${problem}.` });
+  });
 
-export const CreateWebhookInput = z.object({ url: Url, events: EventList, format: z.enum(WEBHOOK_FORMATS).default("json") });
-export const UpdateWebhookInput = z.object({
+export const createWebhookInput = (config: Pick<Config, "webhooks">) =>
+  z.object({ url: webhookUrl(config), events: EventList, format: z.enum(WEBHOOK_FORMATS).default("json") });
+export const updateWebhookInput = (config: Pick<Config, "webhooks">) => z.object({
   id: z.string().min(1),
-  url: Url.optional(),
+  url: webhookUrl(config).optional(),
   events: EventList.optional(),
   format: z.enum(WEBHOOK_FORMATS).optional(),
   active: z.boolean().optional(),
@@ -250,7 +212,7 @@ async function findWebhookFor({ db, authz }: Pick<WebhookDeps, "db" | "authz">, 
 
 /** (webhook, create). The secret is returned here and never again. */
 export async function createWebhook({ db, authz, config }: WebhookDeps, raw: unknown) {
-  const input = parseInput(CreateWebhookInput, raw);
+  const input = parseInput(createWebhookInput(config), raw);
   await authz.require(webhookTarget("create"));
   const viewer = authz.viewer!;
   const key = secretKeyOf(config);
@@ -273,7 +235,7 @@ export async function createWebhook({ db, authz, config }: WebhookDeps, raw: unk
 }
 
 export async function updateWebhook(deps: WebhookDeps, raw: unknown) {
-  const input = parseInput(UpdateWebhookInput, raw);
+  const input = parseInput(updateWebhookInput(deps.config), raw);
   const found = await findWebhookFor(deps, input.id, "update");
   return deps.db.prisma.webhook.update({
     where: { id: found.id },

@@ -2,7 +2,7 @@ import { Redis } from "ioredis";
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
-import { createUpstreamPool, upstreamFetch, type UpstreamPool } from "../gateway/upstream.js";
+import { createUpstreamFetch, createUpstreamPool, type UpstreamPool } from "../gateway/upstream.js";
 import { createDemoUpstream } from "../gateway/demo-upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
 import { createMemoryApprovalStream } from "../infra/memory-stream.js";
@@ -71,7 +71,9 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
     } else {
       const demoUpstream = createDemoUpstream();
-      upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch(upstreamFetch) });
+      // The demo upstream is answered in process (it is no address); every other URL goes
+      // through the policy's fetch.
+      upstreams = createUpstreamPool({ approvalSecret: config.approvalSecret, fetch: demoUpstream.fetch(createUpstreamFetch(config.upstreams)) });
       gateway = createGateway({
         store: createPostgresGatewayStore(db.prisma, { ticketSecret: config.approvalSecret, authority: (id) => approvalAuthority(db.sql, id), sql: db.sql }),
         stream: streamClient(),

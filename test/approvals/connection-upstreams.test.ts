@@ -11,7 +11,8 @@ const SECRET = "connection-test-approval-secret-0123456789";
 type Setup = { t: TestApp; org: OrgFixture; workspace: { id: string }; reviewer: MemberFixture; adminEmail: string };
 
 async function setUp(env: Record<string, string>): Promise<Setup> {
-  const t = await startTestApp({ env });
+  // The test upstreams listen on 127.0.0.1.
+  const t = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1", ...env } });
   const org = await createOrg(t.db);
   const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${t.schemaName}`, authzGroups: ["team-payments"] } });
   const workspace = await t.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod", production: true } });

@@ -34,7 +34,8 @@ export const TWO_REVIEWERS: ApprovalRule[] = [
 export type World = Awaited<ReturnType<typeof createWorld>>;
 
 export async function createWorld(options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[] } = {}) {
-  const t: TestApp = await startTestApp();
+  // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).
+  const t: TestApp = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1" } });
   const { db } = t;
   const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
   const streamKey = `stream:approvals:${t.schemaName}`;

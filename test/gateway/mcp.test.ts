@@ -23,7 +23,8 @@ import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 
 let w: World;
 let upstream: Upstream;
-const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, defaultTimeoutMs: 3_000 });
+// The test upstreams listen on 127.0.0.1: loopback is allowed, as COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE=1 does.
+const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, defaultTimeoutMs: 3_000, addresses: { allowPrivate: true } });
 const clients: Client[] = [];
 
 beforeAll(async () => {
@@ -304,7 +305,7 @@ describe("destructive: annotations, overrides and the fallback", () => {
     expect(by["read_file"]).toMatchObject({ readOnlyHint: true, destructive: true, destructiveSource: "override" });
     expect(by["fails"]).toMatchObject({ destructive: false, destructiveSource: "annotation" });
     expect(by["slow"]).toMatchObject({ destructive: false, destructiveSource: "annotation" });
-    const fresh = await listConnectionTools(gh, { approvalSecret: APPROVAL_SECRET });
+    const fresh = await listConnectionTools(gh, { approvalSecret: APPROVAL_SECRET, addresses: { allowPrivate: true } });
     expect(fresh.find((t) => t.upstreamName === "plain_tool")).toMatchObject({ destructive: true, destructiveSource: "fallback" });
   });
 });

@@ -322,7 +322,7 @@ export type Simulation = {
  * would match it at ingest and who could review it. Needs (gateway_policy, read).
  */
 export async function simulateGatewayCall(
-  { db, authz, config, upstreams }: Omit<Deps, "events"> & { config: Pick<Config, "approvalSecret">; upstreams: UpstreamPool | null },
+  { db, authz, config, upstreams }: Omit<Deps, "events"> & { config: Pick<Config, "approvalSecret" | "upstreams">; upstreams: UpstreamPool | null },
   raw: unknown,
 ): Promise<Simulation> {
   const input = parseInput(SimulateInput, raw);
@@ -361,7 +361,7 @@ export async function simulateGatewayCall(
   } else if (!route.upstream?.url) {
     upstreamProblem = "upstream_not_configured";
   } else {
-    const pool = upstreams ?? createUpstreamPool({ approvalSecret: config.approvalSecret });
+    const pool = upstreams ?? createUpstreamPool({ approvalSecret: config.approvalSecret, addresses: config.upstreams });
     try {
       const tool = await pool.tool(route.upstream, route.upstreamTool ?? input.tool.slice(input.tool.indexOf(".") + 1));
       if (!tool) upstreamProblem = "unknown_tool";

@@ -22,7 +22,7 @@ import type { Config } from "../../infra/config.js";
  */
 
 type Deps = { db: Database; authz: Authz };
-type ConnectionDeps = Deps & { config: Pick<Config, "approvalSecret"> };
+type ConnectionDeps = Deps & { config: Pick<Config, "approvalSecret" | "upstreams"> };
 
 const Name = z
   .string()
@@ -43,9 +43,9 @@ const Provider = z
   .max(64, "A provider is at most 64 characters.")
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "A provider uses letters, digits, '_' and '-'.");
 
-/** The upstream MCP server's Streamable HTTP endpoint. */
-const UpstreamUrl = z.string().superRefine((url, ctx) => {
-  const problem = endpointUrlProblem(url, "set it as the connection's credential");
+/** The upstream MCP server's Streamable HTTP endpoint, on an address the operator allows. */
+const upstreamUrl = (config: Pick<Config, "upstreams">) => z.string().superRefine((url, ctx) => {
+  const problem = endpointUrlProblem(url, "set it as the connection's credential", config.upstreams);
   if (problem) ctx.addIssue({ code: "custom", message: `The upstream URL ${problem}.` });
 });
 
@@ -134,7 +134,7 @@ export async function createConnection({ db, authz, config }: ConnectionDeps, ra
       name: ConnectionName,
       provider: Provider,
       active: z.boolean().default(true),
-      url: UpstreamUrl.nullish(),
+      url: upstreamUrl(config).nullish(),
       credential: Credential.nullish(),
       timeoutMs: TimeoutMs.nullish(),
     }),
@@ -184,7 +184,7 @@ export async function updateConnection({ db, authz, config }: ConnectionDeps, ra
       name: ConnectionName.optional(),
       provider: Provider.optional(),
       active: z.boolean().optional(),
-      url: UpstreamUrl.nullish(),
+      url: upstreamUrl(config).nullish(),
       credential: Credential.nullish(),
       timeoutMs: TimeoutMs.nullish(),
     }),
@@ -227,12 +227,12 @@ export type GatewayUpstreams = UpstreamPool;
  * (override, annotations, or the fail-closed fallback). The caller has read the connection.
  */
 export async function connectionTools(
-  deps: { db: Database; config: Pick<Config, "approvalSecret">; upstreams: GatewayUpstreams | null },
+  deps: { db: Database; config: Pick<Config, "approvalSecret" | "upstreams">; upstreams: GatewayUpstreams | null },
   connection: Parameters<typeof listConnectionTools>[0],
   overrides: readonly { tool: string; destructive: boolean }[],
 ): Promise<ConnectionToolInfo[]> {
   try {
-    return await listConnectionTools(connection, { upstreams: deps.upstreams, approvalSecret: deps.config.approvalSecret, overrides });
+    return await listConnectionTools(connection, { upstreams: deps.upstreams, approvalSecret: deps.config.approvalSecret, addresses: deps.config.upstreams, overrides });
   } catch (error) {
     if (error instanceof UpstreamError) throw new UpstreamUnavailableError(error.code, error.message);
     throw error;
