@@ -75,6 +75,21 @@ export class InvalidStateError extends AppError {
 }
 
 /**
+ * A per-person limit was reached: how many may exist at once (`limit`, retryAfterSeconds null:
+ * free one first), or how fast they may be made (retryAfterSeconds: when the next is allowed).
+ */
+export class LimitExceededError extends AppError {
+  readonly code = "LIMIT_EXCEEDED";
+  constructor(
+    readonly limit: number,
+    readonly retryAfterSeconds: number | null,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * An upstream MCP server could not be read (no url, unreachable, too slow, or it answered an
  * error): what was asked of it is not known, never assumed.
  */

@@ -14,7 +14,8 @@ let n = 0;
 const uniq = (prefix: string) => `${prefix}-${++n}-${Math.random().toString(36).slice(2, 6)}`;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  // One admin opens many personal organizations here: the per-person cap and rate are not under test (test/personal-orgs/limits.test.ts).
+  t = await startTestApp({ env: { COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: "100", COUNTERSIGN_PERSONAL_ORG_CREATE_BURST: "100" } });
   org = await createOrg(t.db);
 });
 afterAll(() => t.close());

@@ -11,6 +11,7 @@
 // A socket whose token is no longer valid is closed with 4401 "Unauthorized": graphql-ws
 // clients treat 4401 as fatal and do not reconnect with the same token (4403 they retry).
 
+import { liveApiTokenSql } from "../domain/liveness.js";
 import type { SqlRunner } from "../infra/db.js";
 import type { EventBus, Topics } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
@@ -45,10 +46,7 @@ interface Entry {
 export async function liveTokenIds(sql: SqlRunner, tokenIds: readonly string[]): Promise<Set<string>> {
   if (tokenIds.length === 0) return new Set();
   const rows = await sql.query<{ id: string }>(
-    `SELECT t.id FROM api_tokens t
-       JOIN organizations o ON o.id = t."orgId" AND o."deletedAt" IS NULL
-       JOIN memberships m ON m."orgId" = t."orgId" AND m."userId" = t."userId" AND m."deactivatedAt" IS NULL
-      WHERE t.id = ANY($1::text[]) AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`,
+    `SELECT t.id FROM api_tokens t WHERE t.id = ANY($1::text[]) AND ${liveApiTokenSql("t")}`,
     [[...new Set(tokenIds)]],
   );
   return new Set(rows.map((r) => r.id));

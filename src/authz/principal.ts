@@ -63,33 +63,75 @@ export async function loadPrincipal(sql: SqlRunner, orgId: string, userId: strin
       isOwner: r.isOwner,
       grants,
     }),
-    roleIds: r.roleIds ?? [],
+    roleIds: withOwnerRole(r.roleIds ?? [], r.isOwner),
   };
 }
 
+/** A personal organization's owner holds admin (OWNER_ROLE_ID) implicitly: their role list says so too. */
+const withOwnerRole = (roleIds: string[], isOwner: boolean): string[] =>
+  isOwner && !roleIds.includes(OWNER_ROLE_ID) ? [...roleIds, OWNER_ROLE_ID].sort() : roleIds;
+
 /**
- * Current, active members of each role in an org (direct assignment or SSO binding).
- * Seed 000: membership is read when the gate is evaluated, not when the approval was given.
+ * The system role a personal organization's owner holds implicitly (seed 004, Notes: "the owner
+ * gets the admin role implicitly"); the id is services/system-roles.ts's systemRoleId("admin").
+ */
+export const OWNER_ROLE_ID = "system:admin";
+
+/** One way an active member holds a role: a direct assignment, an SSO binding, or ownership. */
+export interface RoleHolding {
+  roleId: string;
+  userId: string;
+  kind: "DIRECT" | "SSO_BINDING" | "OWNER";
+  bindingId: string | null;
+  identitySourceId: string | null;
+  identitySourceName: string | null;
+  groupKey: string | null;
+}
+
+/**
+ * Who holds each role in an org and how — the one answer every view of a role's people reads
+ * (Role.effectiveMembers, a role reservation's current members, a gate's eligible approvers,
+ * approval-request reviewers and quorum), and the same union loadPrincipal grants from: direct
+ * assignment, SSO binding, and the personal organization's owner for admin. Active members of a
+ * live organization only. Seed 000: membership is read when the gate is evaluated.
+ */
+const ROLE_HOLDINGS_SQL = `
+  SELECT x.* FROM (
+    SELECT a."roleId", a."userId", 'DIRECT' AS kind, NULL::text AS "bindingId", NULL::text AS "identitySourceId",
+           NULL::text AS "identitySourceName", NULL::text AS "groupKey"
+      FROM role_assignments a WHERE a."orgId" = $1 AND a."roleId" = ANY($2::text[])
+    UNION ALL
+    SELECT br."roleId", g."userId", 'SSO_BINDING', b.id, s.id, s.name, b."groupKey"
+      FROM identity_group_binding_roles br
+      JOIN identity_group_bindings b ON b.id = br."bindingId" AND b."orgId" = $1
+      JOIN identity_sources s ON s.id = b."identitySourceId"
+      JOIN user_identity_groups g ON g."identitySourceId" = b."identitySourceId" AND g."groupKey" = b."groupKey"
+     WHERE br."roleId" = ANY($2::text[])
+    UNION ALL
+    SELECT '${OWNER_ROLE_ID}', o."ownerUserId", 'OWNER', NULL, NULL, NULL, NULL
+      FROM organizations o
+     WHERE o.id = $1 AND o."ownerUserId" IS NOT NULL AND '${OWNER_ROLE_ID}' = ANY($2::text[])
+  ) x
+  JOIN organizations live_o ON live_o.id = $1 AND live_o."deletedAt" IS NULL
+  JOIN memberships m ON m."orgId" = $1 AND m."userId" = x."userId" AND m."deactivatedAt" IS NULL
+  ORDER BY x."roleId", x."userId", x.kind, x."identitySourceName", x."groupKey"`;
+
+/** Every holding of these roles in the org (see ROLE_HOLDINGS_SQL). */
+export async function roleHoldings(sql: SqlRunner, orgId: string, roleIds: readonly string[]): Promise<RoleHolding[]> {
+  if (roleIds.length === 0) return [];
+  return sql.query<RoleHolding>(ROLE_HOLDINGS_SQL, [orgId, [...roleIds]], { prepare: true });
+}
+
+/**
+ * Current, active members of each role in an org (direct assignment, SSO binding, or the personal
+ * organization's owner for admin): roleHoldings, one user once per role.
  */
 export async function roleMembers(sql: SqlRunner, orgId: string, roleIds: readonly string[]): Promise<Map<string, string[]>> {
   const members = new Map<string, string[]>(roleIds.map((id) => [id, []]));
-  if (roleIds.length === 0) return members;
-  const rows = await sql.query<{ roleId: string; userId: string }>(
-    `SELECT DISTINCT x."roleId", x."userId" FROM (
-       SELECT a."roleId", a."userId" FROM role_assignments a WHERE a."orgId" = $1 AND a."roleId" = ANY($2::text[])
-       UNION
-       SELECT br."roleId", g."userId"
-         FROM identity_group_binding_roles br
-         JOIN identity_group_bindings b ON b.id = br."bindingId" AND b."orgId" = $1
-         JOIN user_identity_groups g ON g."identitySourceId" = b."identitySourceId" AND g."groupKey" = b."groupKey"
-        WHERE br."roleId" = ANY($2::text[])
-     ) x
-     JOIN memberships m ON m."orgId" = $1 AND m."userId" = x."userId" AND m."deactivatedAt" IS NULL
-     ORDER BY x."userId"`,
-    [orgId, roleIds],
-    { prepare: true },
-  );
-  for (const { roleId, userId } of rows) members.get(roleId)?.push(userId);
+  for (const { roleId, userId } of await roleHoldings(sql, orgId, roleIds)) {
+    const list = members.get(roleId);
+    if (list && list[list.length - 1] !== userId) list.push(userId);
+  }
   return members;
 }
 
@@ -159,8 +201,8 @@ export async function loadPrincipals(
   // Users holding the same roles (and owner flag) share grants and one compiled index.
   const compiled = new Map<string, { grants: Permission[]; index: CompiledPrincipal["index"] }>();
   for (const u of r.users ?? []) {
-    const roleIds = u.roleIds ?? [];
     const isOwner = r.org.ownerUserId === u.userId;
+    const roleIds = withOwnerRole(u.roleIds ?? [], isOwner);
     const key = `${isOwner ? 1 : 0}\u0000${roleIds.join("\u0000")}`;
     let shared = compiled.get(key);
     if (!shared) {

@@ -2,6 +2,7 @@ import { seal, unseal } from "../domain/seal.js";
 import type { PrismaClient } from "../generated/prisma/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
+import { liveVirtualKeySql } from "../domain/liveness.js";
 import type { ApprovalStatus } from "./errors.js";
 import { providerOfTool, type Execution, type ExecutionState, type GatewayConnection, type GatewayKey, type GatewayRoute, type GatewayStore, type HeldInvocation, type HeldState } from "./store.js";
 
@@ -32,13 +33,9 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
   return {
     async findKeyByHash(keyHash) {
       // One statement: the key, its workspace (tier included) and the workspace's newest gate
-      // policy version, so a policy set saved by any process is seen on the very next call.
-      const [key] = await prisma.$queryRaw<KeyRow[]>`
-        SELECT k.id, k."workspaceId", k."keyHash", (k."revokedAt" IS NOT NULL) AS revoked,
-               w.environment, w.production, (w."archivedAt" IS NOT NULL) AS archived,
-               COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
-          FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
-         WHERE k."keyHash" = ${keyHash}`;
+      // policy version, so a policy set saved by any process is seen on the very next call. A key
+      // whose organization was deleted or whose creator left reads as revoked (KEY_LIVE).
+      const [key] = await prisma.$queryRawUnsafe<KeyRow[]>(FIND_KEY_SQL, keyHash);
       if (!key) return null;
       return {
         id: key.id,
@@ -303,9 +300,22 @@ export async function markRepublished(sql: SqlRunner, approvalIds: string[], now
 
 // ─── the hot path's statement and its rows ──────────────────────────────────────────────────────
 
+/**
+ * Whether a key may act at all: not revoked, its organization not deleted, its creator still an
+ * active member (src/domain/liveness.ts). Every key read here answers `revoked` through it, so
+ * tools/list, tools/call, the agent's status read and resume refuse a dead key alike.
+ */
+const KEY_LIVE = liveVirtualKeySql("k");
+
+const FIND_KEY_SQL = `SELECT k.id, k."workspaceId", k."keyHash", (NOT ${KEY_LIVE}) AS revoked,
+        w.environment, w.production, (w."archivedAt" IS NOT NULL) AS archived,
+        COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
+   FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
+  WHERE k."keyHash" = $1`;
+
 // The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
 // per-workspace gate), so the hot path stays one statement.
-const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'revokedAt', k."revokedAt") AS k,
+const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'live', ${KEY_LIVE}) AS k,
         json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
         CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
           'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
@@ -317,7 +327,7 @@ const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k.
    LEFT JOIN connection_tool_overrides o ON o."connectionId" = c.id AND o.tool = $3
   WHERE k."keyHash" = $1`;
 
-type KeyJson = { id: string; workspaceId: string; keyHash: string; revokedAt: Date | string | null };
+type KeyJson = { id: string; workspaceId: string; keyHash: string; live: boolean };
 type WorkspaceJson = { id: string; environment: string; production?: boolean; archivedAt: Date | string | null };
 type ConnectionRow = {
   id: string;
@@ -341,7 +351,7 @@ function toGatewayKey(key: KeyJson & { workspace: WorkspaceJson }, policyVersion
     production: key.workspace.production === true,
     ...(policyVersion !== undefined ? { policyVersion } : {}),
   };
-  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.revokedAt !== null, workspace };
+  return { id: key.id, workspaceId: key.workspaceId, keyHash: key.keyHash, revoked: key.live !== true, workspace };
 }
 
 /** `<connection>.<operation>`: the connection's name carries no dot, the operation is the upstream's tool. */

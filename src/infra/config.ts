@@ -73,6 +73,11 @@ const EnvSchema = z.object({
   /** The first retry's delay; each further retry doubles it (capped at one hour). */
   COUNTERSIGN_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(10_000),
   COUNTERSIGN_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /** Live personal organizations one person (one email) may own at once, across every organization they open them from. */
+  COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: z.coerce.number().int().min(0).default(3),
+  /** Personal organizations one person may open in a burst, and per hour after it (in-process, per API process). */
+  COUNTERSIGN_PERSONAL_ORG_CREATE_BURST: z.coerce.number().int().min(1).default(3),
+  COUNTERSIGN_PERSONAL_ORG_CREATE_PER_HOUR: z.coerce.number().min(0).default(6),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -122,6 +127,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     corsOrigins: parseOrigins(e.COUNTERSIGN_CORS_ORIGINS),
     /** The outbound address policy for connections' upstreams (src/domain/address-policy.ts). */
     upstreams: { allowPrivate: e.COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE === "1" },
+    personalOrganizations: {
+      perPerson: e.COUNTERSIGN_PERSONAL_ORGS_PER_PERSON,
+      createBurst: e.COUNTERSIGN_PERSONAL_ORG_CREATE_BURST,
+      createPerHour: e.COUNTERSIGN_PERSONAL_ORG_CREATE_PER_HOUR,
+    },
     webhooks: {
       allowPrivate: e.COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE === "1",
       secretKey: e.COUNTERSIGN_WEBHOOK_SECRET_KEY ?? e.COUNTERSIGN_APPROVAL_SECRET,

@@ -13,7 +13,8 @@ export const AddMemberInput = z.object({
   email: z.string().email("Not an email address.").max(320),
   name: DisplayName,
   serviceAccount: z.boolean().default(false),
-  roleId: z.string().optional(),
+  /** Blank is refused (never read as "no role"); the GraphQL boundary refuses it first. */
+  roleId: z.string().trim().min(1, "A role id must not be blank: leave roleId out for no role.").optional(),
 });
 
 /** Adds a person (or a service account, for a chatops bot) to the viewer's org. */

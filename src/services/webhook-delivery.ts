@@ -22,6 +22,7 @@ import https from "node:https";
 import type { Authz } from "../authz/authz.js";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { networkFailure, OutboundAddressRefused, outboundConnectOptions } from "../gateway/outbound.js";
+import { webhookDeadReasonSql } from "../domain/liveness.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
@@ -43,6 +44,8 @@ interface Leased {
   eventId: string;
   eventType: string;
   payload: Record<string, unknown>;
+  /** Why its webhook may no longer deliver (src/domain/liveness.ts), or null. */
+  dead: string | null;
 }
 
 export const SIGNATURE_HEADER = "X-Countersign-Signature";
@@ -145,7 +148,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
            ORDER BY "nextRunAt", id
            LIMIT $3
            FOR UPDATE SKIP LOCKED)
-        RETURNING d.id, d.fence, d.attempts, d."webhookId", d."eventId", d."eventType", d.payload`,
+        RETURNING d.id, d.fence, d.attempts, d."webhookId", d."eventId", d."eventType", d.payload,
+                  (SELECT ${webhookDeadReasonSql("w")} FROM webhooks w WHERE w.id = d."webhookId") AS dead`,
       [owner, leaseMs, batchSize],
     );
   }
@@ -172,6 +176,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
   async function deliver(job: Leased, owners: Map<string, Authz | null>): Promise<void> {
     const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
     if (!webhook) return; // deleted: its deliveries went with it
+    // A deleted organization's (or a removed creator's) webhook sends nothing more, ever.
+    if (job.dead) return finish(job, { ok: false, status: null, error: `the webhook is not live: ${job.dead}`, permanent: true });
     if (!webhook.active) return finish(job, { ok: false, status: null, error: "the webhook is disabled", permanent: true });
     const secret = settings.secretKey ? openWebhookSecret(settings.secretKey, webhook.secretSealed) : null;
     if (!secret) {

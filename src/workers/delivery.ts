@@ -13,6 +13,7 @@ import { inTransaction } from "../services/approvals/sql.js";
 import { currentQuorum } from "../services/approvals/quorum.js";
 import { expireOverdueRequests } from "../services/approvals/requests.js";
 import { PREFLIGHT_CODES, type PreflightCode } from "../services/approvals/authority.js";
+import { virtualKeyDeadReasonSql } from "../domain/liveness.js";
 
 /**
  * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt
@@ -177,7 +178,8 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       const [fenced] = await tx.query<{ fence: number; status: string }>(`SELECT fence, status FROM delivery_jobs WHERE id = $1 FOR UPDATE`, [job.id]);
       if (!request || !workspace || !fenced || fenced.fence !== job.fence || fenced.status !== "leased") return { kind: "lost_lease" as const };
 
-      let key: { workspaceId: string; revoked: boolean; keyHash: string } | undefined;
+      let key: { workspaceId: string; dead: string | null; keyHash: string } | undefined;
+      let lastError: string | null = null;
       const code = await (async (): Promise<PreflightCode | null> => {
         if (request.status !== "approved" || !["pending", "dispatched"].includes(request.executionStatus) || workspace.archived) return "approval_not_executable";
         if (new Date(request.expiresAt).getTime() <= Date.now()) return "approval_expired";
@@ -186,11 +188,16 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         const votes = await tx.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [request.id]);
         const tally = await currentQuorum(tx, request.orgId, request.matchedRules as RuleSnapshot, votes);
         if (tally.state !== "approved") return "reviewer_authority_changed";
-        [key] = await tx.query<{ workspaceId: string; revoked: boolean; keyHash: string }>(
-          `SELECT "workspaceId", ("revokedAt" IS NOT NULL) AS revoked, "keyHash" FROM virtual_keys WHERE id = $1`,
+        // The key as alive as what it stands for: its organization and its creator (src/domain/liveness.ts).
+        [key] = await tx.query<{ workspaceId: string; dead: string | null; keyHash: string }>(
+          `SELECT k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead, k."keyHash" FROM virtual_keys k WHERE k.id = $1`,
           [request.virtualKeyId],
         );
-        if (!key || key.revoked || key.workspaceId !== request.workspaceId) return "key_unavailable";
+        if (!key || key.workspaceId !== request.workspaceId) return "key_unavailable";
+        if (key.dead) {
+          lastError = `the virtual key is not live: ${key.dead}`;
+          return "key_unavailable";
+        }
         // The route the hold saw (seed: "resume pins the original concrete tool and connection").
         const [connection] = await tx.query<{ workspaceId: string; provider: string; active: boolean }>(
           `SELECT "workspaceId", provider, active FROM connections WHERE id = $1`,
@@ -202,7 +209,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       })();
 
       if (code !== null) {
-        await failAttempt(tx, job.id, request.id, code);
+        await failAttempt(tx, job.id, request.id, code, lastError);
         return { kind: "failed" as const, code, orgId: request.orgId, workspaceId: request.workspaceId };
       }
 

@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { virtualKeyDeadReasonSql } from "../domain/liveness.js";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { redisApprovalStream, type ApprovalStream, type StreamEntry, type StreamWatch } from "../infra/approval-stream.js";
@@ -300,7 +301,13 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
           ).map((w) => [w.id, w]),
         );
         const keys = new Map(
-          (await tx.virtualKey.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.virtual_key_id))] } }, select: { id: true, workspaceId: true, revokedAt: true } })).map((k) => [k.id, k]),
+          // A key is as alive as its organization and its creator (src/domain/liveness.ts).
+          (
+            await tx.$queryRawUnsafe<{ id: string; workspaceId: string; dead: string | null }[]>(
+              `SELECT k.id, k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead FROM virtual_keys k WHERE k.id = ANY($1::text[])`,
+              [...new Set(unique.map((e) => e.ticket.virtual_key_id))],
+            )
+          ).map((k) => [k.id, k]),
         );
         const connections = new Map(
           (await tx.connection.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.connection_id))] } }, select: { id: true, workspaceId: true, active: true } })).map((c) => [c.id, c]),
@@ -321,7 +328,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
               ? "workspace_archived"
               : !key || key.workspaceId !== t.workspace_id
                 ? "unknown_virtual_key"
-                : key.revokedAt
+                : key.dead
                   ? "virtual_key_revoked"
                   : !connection || connection.workspaceId !== t.workspace_id
                     ? "unknown_connection"

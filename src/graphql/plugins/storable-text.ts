@@ -58,6 +58,12 @@ function walk(value: unknown, type: GraphQLInputType, name: string, path: string
     return;
   }
   if (isScalarType(inner) && typeof value === "string") {
+    // An ID names a row: a blank one names none. Refused here, once for every ID input, so no
+    // service can read "" as "absent" (an optional role id skipped, a member added with no role).
+    if (inner.name === "ID" && value.trim() === "") {
+      issues.push({ field: path, code: "blank", message: "must not be blank: send an id, or leave the field out" });
+      return;
+    }
     const kind = textKindOf(inner.name, name);
     const problem = kind && textProblem(value, kind);
     if (problem) issues.push({ field: path, code: problem.code, message: problem.message });

@@ -3,6 +3,7 @@ import {
   AppError,
   ConflictError,
   InvalidStateError,
+  LimitExceededError,
   UpstreamUnavailableError,
   NotFoundError,
   PermissionDeniedError,
@@ -68,6 +69,17 @@ builder.objectType(ConflictError, {
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof ConflictError,
   fields: (t) => ({ currentRevision: t.int({ nullable: true, resolve: (e) => e.currentRevision }) }),
+});
+
+builder.objectType(LimitExceededError, {
+  name: "LimitExceededError",
+  description: "A per-person limit was reached: `limit` is the cap; `retryAfterSeconds`, when set, says when the next attempt may succeed.",
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof LimitExceededError,
+  fields: (t) => ({
+    limit: t.exposeInt("limit"),
+    retryAfterSeconds: t.exposeInt("retryAfterSeconds", { nullable: true }),
+  }),
 });
 
 builder.objectType(InvalidStateError, {

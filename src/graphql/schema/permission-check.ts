@@ -23,6 +23,7 @@ import {
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError, ValidationError } from "../../errors.js";
 import type { User } from "../../generated/prisma/client.js";
 import { stackTarget, workspaceFamilyTarget } from "../../authz/targets.js";
+import { roleHoldings, type RoleHolding } from "../../authz/principal.js";
 import {
   checkPermissions,
   MAX_PERMISSION_CHECKS,
@@ -223,7 +224,7 @@ builder.prismaObjectField("Webhook", "viewerCan", (t) => t.field({ type: Webhook
 // ── Effective membership ─────────────────────────────────────────────────────────────
 
 interface Holding {
-  kind: "DIRECT" | "SSO_BINDING";
+  kind: RoleHolding["kind"];
   bindingId: string | null;
   identitySourceId: string | null;
   identitySourceName: string | null;
@@ -263,23 +264,8 @@ function effectiveMembersOf(ctx: Context, roleId: string): Promise<EffectiveMemb
   if (!loader) {
     loader = new DataLoader<string, EffectiveMember[]>(async (roleIds) => {
       const orgId = ctx.viewer!.orgId;
-      const rows = await ctx.db.sql.query<Holding & { roleId: string; userId: string }>(
-        `SELECT x.* FROM (
-           SELECT a."roleId", a."userId", 'DIRECT' AS kind, NULL::text AS "bindingId", NULL::text AS "identitySourceId",
-                  NULL::text AS "identitySourceName", NULL::text AS "groupKey"
-             FROM role_assignments a WHERE a."orgId" = $1 AND a."roleId" = ANY($2::text[])
-           UNION ALL
-           SELECT br."roleId", g."userId", 'SSO_BINDING', b.id, s.id, s.name, b."groupKey"
-             FROM identity_group_binding_roles br
-             JOIN identity_group_bindings b ON b.id = br."bindingId" AND b."orgId" = $1
-             JOIN identity_sources s ON s.id = b."identitySourceId"
-             JOIN user_identity_groups g ON g."identitySourceId" = b."identitySourceId" AND g."groupKey" = b."groupKey"
-            WHERE br."roleId" = ANY($2::text[])
-         ) x
-         JOIN memberships m ON m."orgId" = $1 AND m."userId" = x."userId" AND m."deactivatedAt" IS NULL
-         ORDER BY x."roleId", x."userId", x.kind, x."identitySourceName", x."groupKey"`,
-        [orgId, [...roleIds]],
-      );
+      // The one answer to "who holds this role" (src/authz/principal.ts): the same people the check grants.
+      const rows = await roleHoldings(ctx.db.sql, orgId, roleIds);
       const userIds = [...new Set(rows.map((r) => r.userId))];
       const users = userIds.length ? await ctx.db.prisma.user.findMany({ where: { id: { in: userIds } } }) : [];
       const byId = new Map(users.map((u) => [u.id, u]));
@@ -304,7 +290,8 @@ builder.prismaObjectField("Role", "effectiveMembers", (t) =>
     type: [EffectiveMemberRef],
     nullable: true,
     description:
-      "Active members of the caller's organization holding this role, by direct assignment and through SSO group bindings, " +
+      "Active members of the caller's organization holding this role, by direct assignment, through SSO group bindings, " +
+      "and (admin, in a personal organization) as its owner — the same people a permission check grants the role's tuples to, " +
       "with every way each holds it. Member data: null unless the caller holds (member, read).",
     authScopes: READ_MEMBERS,
     unauthorizedResolver: () => null,

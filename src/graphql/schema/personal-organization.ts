@@ -1,7 +1,7 @@
 // Personal organizations (seed 004, Notes): opened by a signed-in person, owned by them.
 import { builder } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
-import { InvalidStateError } from "../../errors.js";
+import { InvalidStateError, LimitExceededError } from "../../errors.js";
 import { OrganizationRef } from "./organization.js";
 import { createOwnPersonalOrganization } from "../../services/personal-organizations.js";
 import type { Organization } from "../../generated/prisma/client.js";
@@ -26,12 +26,14 @@ builder.mutationField("createPersonalOrganization", (t) =>
   t.field({
     type: CreatedPersonalOrganizationRef,
     authScopes: { authenticated: true },
-    errors: { types: [...COMMON_ERRORS, InvalidStateError] },
+    errors: { types: [...COMMON_ERRORS, InvalidStateError, LimitExceededError] },
     description:
       "Opens a personal organization owned by the caller (a person, not a service account), under the caller's email and name. " +
       "The owner is admin implicitly; the organization refuses manual role assignments, group bindings and custom roles (seed 004). " +
-      "Its slug is derived from the name with a random suffix.",
+      "Its slug is derived from the name with a random suffix. One person (one email, across every organization they open " +
+      "them from) owns at most COUNTERSIGN_PERSONAL_ORGS_PER_PERSON live personal organizations and opens them at a limited rate: " +
+      "LimitExceededError says which limit, and when to retry.",
     args: { input: t.arg({ type: CreatePersonalOrganizationInputRef, required: true }) },
-    resolve: (_root, args, ctx) => createOwnPersonalOrganization(ctx.db, ctx.authz, args.input),
+    resolve: (_root, args, ctx) => createOwnPersonalOrganization(ctx.db, ctx.authz, args.input, ctx.config.personalOrganizations),
   }),
 );

@@ -1,6 +1,7 @@
 import type { RuleSnapshot } from "../../domain/approvals/policy.js";
 import { providerOfTool } from "../../gateway/store.js";
 import type { SqlRunner } from "../../infra/db.js";
+import { liveVirtualKeySql } from "../../domain/liveness.js";
 import { policySetHashOf } from "./policies.js";
 import { currentQuorum } from "./quorum.js";
 
@@ -57,8 +58,9 @@ export async function approvalAuthority(sql: SqlRunner, approvalId: string, now:
   const votes = await sql.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [request.id]);
   const tally = await currentQuorum(sql, request.orgId, request.matchedRules as RuleSnapshot, votes);
   if (tally.state !== "approved") return "reviewer_authority_changed";
+  // As alive as what it stands for: its organization and its creator (src/domain/liveness.ts).
   const [key] = await sql.query<{ workspaceId: string; revoked: boolean }>(
-    `SELECT "workspaceId", ("revokedAt" IS NOT NULL) AS revoked FROM virtual_keys WHERE id = $1`,
+    `SELECT k."workspaceId", NOT ${liveVirtualKeySql("k")} AS revoked FROM virtual_keys k WHERE k.id = $1`,
     [request.virtualKeyId],
   );
   if (!key || key.revoked || key.workspaceId !== request.workspaceId) return "key_unavailable";
