@@ -140,3 +140,45 @@ describe("every mounted route survives hostile requests (the route table, app.ro
     }
   }, 300_000);
 });
+
+describe("the refusals are typed", () => {
+  const post = (path: string, body: Buffer, headers: Record<string, string> = {}) => raw(w.base, "POST", path, { "content-type": "application/json", ...headers }, body);
+  const json = (a: RawAnswer) => (a.status === null ? null : (JSON.parse(a.body) as Record<string, any>));
+  const key = () => ({ authorization: `Bearer ${w.virtualKey}` });
+  const service = () => ({ authorization: `Bearer ${w.credential("service-token")}` });
+
+  it("a body nested past 64 levels is 400 too_deep on the gateway, with its credential; without it, 401 before the body is read", async () => {
+    for (const body of [deepArrays, deepObjects, rpc("tools/call", `{"name":"github.list_repos","arguments":${deepObjects}}`)]) {
+      for (const accept of [{}, { accept: MCP_HEADERS.accept }] as Array<Record<string, string>>) {
+        const answer = await post("/gateway/v1/mcp", utf8(body), { ...key(), ...accept });
+        expect(answer.status).toBe(400);
+        expect(json(answer)).toMatchObject({ error: "too_deep", max_depth: 64 });
+        const stranger = await post("/gateway/v1/mcp", utf8(body), accept);
+        expect(stranger.status).toBe(401);
+        expect(json(stranger)).toMatchObject({ error: { code: -32001, data: { error: "unauthorized" } } });
+      }
+      expect(json(await post("/internal/v1/approvals/resume", utf8(body), service()))).toMatchObject({ error: "too_deep" });
+      const noToken = await post("/internal/v1/approvals/resume", utf8(body));
+      expect(noToken.status).toBe(401);
+      expect(json(noToken)).toMatchObject({ error: "service_unauthorized" });
+    }
+  });
+
+  it("a GraphQL JSON argument nested past 64 levels is BAD_USER_INPUT", async () => {
+    const answer = await post("/graphql", utf8(`{"query":"mutation($l: JSON) { createStack(input: { name: \\"edge\\", labels: $l }) { __typename } }","variables":{"l":${deepObjects}}}`), { authorization: `Bearer ${w.apiToken}` });
+    expect(answer.status).not.toBeNull();
+    expect(json(answer)!.errors[0]).toMatchObject({ extensions: { code: "BAD_USER_INPUT" } });
+    expect(json(answer)!.errors[0].message).toContain("64 levels");
+  });
+
+  it("invalid UTF-8, a batch over 32 and a body over the limit are 400 invalid_utf8, 400 batch_too_large and 413", async () => {
+    const invalid = PAYLOADS.find((p) => p.name === "invalid UTF-8 inside JSON")!.body!;
+    expect(json(await post("/gateway/v1/mcp", invalid, key()))).toMatchObject({ error: "invalid_utf8" });
+    const batch = await post("/gateway/v1/mcp", utf8(batchOf(33, rpc("tools/list", "{}"))), { ...key(), accept: MCP_HEADERS.accept });
+    expect(batch.status).toBe(400);
+    expect(json(batch)).toMatchObject({ error: "batch_too_large", max_batch: 32 });
+    const big = await post("/gateway/v1/mcp", Buffer.alloc(1024 * 1024 + 1, 0x20), key());
+    expect(big.status).toBe(413);
+    expect(json(big)).toMatchObject({ error: "payload_too_large" });
+  });
+});
