@@ -84,6 +84,8 @@ async function stillServing(): Promise<void> {
   const listed = (await tools.json()) as { result: { tools: { name: string }[] } };
   expect(listed.result.tools.map((t) => t.name)).toContain("github.list_repos");
   expect(escaped, "errors that reached the process").toEqual([]);
+  // Nothing was an unexpected failure either: every hostile request got a typed refusal.
+  expect(w.errorLines.map((l) => `${l.msg}: ${l.err?.message ?? ""}`), "error-level log lines").toEqual([]);
 }
 
 function describeAnswer(a: RawAnswer): string {

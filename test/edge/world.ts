@@ -3,6 +3,8 @@
 // connection runs on the in-process demo upstream), the gateway's service token, the metrics token.
 
 import { request } from "node:http";
+import { Writable } from "node:stream";
+import { createLogger } from "../../src/infra/logger.js";
 import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import type { RouteCredential } from "../../src/infra/http.js";
@@ -21,11 +23,21 @@ export interface EdgeWorld {
   /** A second live key of the same workspace. */
   otherKey: string;
   credential(kind: RouteCredential): string | null;
+  /** Lines the server logged at error level or above (an unexpected failure is one). */
+  errorLines: Array<{ msg: string; err?: { message?: string } }>;
   close(): Promise<void>;
 }
 
 export async function startEdgeWorld(env: Record<string, string> = {}): Promise<EdgeWorld> {
+  const errorLines: EdgeWorld["errorLines"] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n").filter(Boolean)) errorLines.push(JSON.parse(line) as EdgeWorld["errorLines"][number]);
+      done();
+    },
+  });
   const t = await startTestApp({
+    logger: createLogger("error", sink),
     env: {
       COUNTERSIGN_GATEWAY_EMBEDDED: "on",
       COUNTERSIGN_APPROVAL_SECRET: APPROVAL_SECRET,
@@ -60,6 +72,7 @@ export async function startEdgeWorld(env: Record<string, string> = {}): Promise<
     virtualKey: keys[0]!,
     otherKey: keys[1]!,
     credential: (kind) => bearers[kind],
+    errorLines,
     close: () => t.close(),
   };
 }
