@@ -17,8 +17,8 @@ import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./infra/body-limit.js";
 import { createDispatcher, sendJson, type HttpRoute } from "./infra/http.js";
-import { TokenBuckets } from "./infra/rate-limit.js";
-import { createGatewayRoutes } from "./gateway/http.js";
+import { keyLabel, retryAfterSeconds, TokenBuckets } from "./infra/rate-limit.js";
+import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
 import { createWorkers } from "./workers/index.js";
@@ -64,7 +64,7 @@ function createServices(deps: Infra): Services {
         approvalsPath: EMBEDDED_APPROVALS_PATH,
         maxBodyBytes: deps.config.maxBodyBytes,
         allowedOrigins: edge.allowedOrigins,
-        rateLimit: edge.rps > 0 ? new TokenBuckets(edge.rps, edge.burst) : null,
+        rateLimit: edge.rps > 0 ? loggedLimiter(new TokenBuckets(edge.rps, edge.burst), deps.logger) : null,
       }),
     );
   }
@@ -82,6 +82,17 @@ function createServices(deps: Infra): Services {
     webhooks,
     routes,
     close: () => workers.close(),
+  };
+}
+
+/** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
+function loggedLimiter(buckets: TokenBuckets, logger: Infra["logger"]): GatewayRateLimiter {
+  return {
+    take(key) {
+      const taken = buckets.take(key);
+      if (!taken.ok) logger.warn({ key: keyLabel(key), path: "gateway", retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
+      return taken;
+    },
   };
 }
 
