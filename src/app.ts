@@ -16,15 +16,17 @@ import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./infra/body-limit.js";
-import type { HttpHandler } from "./infra/http.js";
+import { createDispatcher, sendJson, type HttpRoute } from "./infra/http.js";
+import { keyLabel, retryAfterSeconds, TokenBuckets } from "./infra/rate-limit.js";
+import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
 import { createWorkers } from "./workers/index.js";
-import type { ApprovalsRuntime } from "./workers/runtime.js";
+import { EMBEDDED_APPROVALS_PATH, EMBEDDED_TOOLS_PATH, type ApprovalsRuntime } from "./workers/runtime.js";
 import type { WebhookWorker } from "./services/webhook-delivery.js";
 import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
-import { explorerOptions, renderExplorer } from "./dashboard/explorer.js";
+import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./infra/operator.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
@@ -39,8 +41,8 @@ export { prepareDatabase };
 /** The extra HTTP routes and background workers composed beside GraphQL. */
 export interface Services {
   config: Infra["config"];
-  /** Extra HTTP routes, tried in order before GraphQL. */
-  http: HttpHandler | null;
+  /** The gateway's and the dashboard's routes, for the route table (createApp). */
+  routes: HttpRoute[];
   /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
   approvals: ApprovalsRuntime;
   /** Outbound webhook delivery (docs/webhooks.md). */
@@ -49,23 +51,48 @@ export interface Services {
 }
 
 function createServices(deps: Infra): Services {
-  const handlers: HttpHandler[] = [];
   const workers = createWorkers(deps);
   const { approvals, webhooks } = workers;
-  if (approvals.http) handlers.push(approvals.http);
+  const routes: HttpRoute[] = [];
+  if (approvals.gateway) {
+    // The embedded gateway (src/workers/runtime.ts): its Origin allow-list and its rate per
+    // virtual key (or client address) apply before any body is read (src/gateway/http.ts).
+    const edge = deps.config.gatewayEdge;
+    routes.push(
+      ...createGatewayRoutes(approvals.gateway, {
+        toolsPath: EMBEDDED_TOOLS_PATH,
+        approvalsPath: EMBEDDED_APPROVALS_PATH,
+        maxBodyBytes: deps.config.maxBodyBytes,
+        allowedOrigins: edge.allowedOrigins,
+        rateLimit: edge.rps > 0 ? loggedLimiter(new TokenBuckets(edge.rps, edge.burst), deps.logger) : null,
+      }),
+    );
+  }
   // The live gate dashboard at / and the explorer's assets (src/dashboard/).
-  handlers.push(createDashboardHttp());
+  const dashboard = createDashboardHttp();
+  for (const path of ["/", "/index.html", "/dashboard/app.js", "/dashboard/style.css"]) {
+    routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path, credential: "none", handle: dashboard });
+  }
+  routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path: `${EXPLORER_ASSETS}/`, prefix: true, credential: "none", handle: dashboard });
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
   if (deps.config.workers === "all") workers.start();
   return {
     config: deps.config,
     approvals,
     webhooks,
-    http: async (req, res, url) => {
-      for (const handler of handlers) if (await handler(req, res, url)) return true;
-      return false;
-    },
+    routes,
     close: () => workers.close(),
+  };
+}
+
+/** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
+function loggedLimiter(buckets: TokenBuckets, logger: Infra["logger"]): GatewayRateLimiter {
+  return {
+    take(key) {
+      const taken = buckets.take(key);
+      if (!taken.ok) logger.warn({ key: keyLabel(key), path: "gateway", retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
+      return taken;
+    },
   };
 }
 
@@ -182,29 +209,53 @@ export function createApp(deps: Infra) {
     ],
   });
 
-  const httpServer: Server = createServer(async (req, res) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    if (await operator.http(req, res, url)) return;
-    if (url.pathname === "/healthz") {
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
-      return;
-    }
-    if (url.pathname === "/readyz") {
-      const [database, eventBus] = await Promise.all([
-        db.sql.query("SELECT 1").then(() => true, () => false),
-        events.ping(),
-      ]);
-      const ready = database && eventBus;
-      res
-        .writeHead(ready ? 200 : 503, { "content-type": "application/json" })
-        .end(JSON.stringify({ status: ready ? "ready" : "unavailable", database, eventBus }));
-      return;
-    }
-    const extra = services.http?.(req, res, url);
-    if (extra && (await extra)) return;
-    if (url.pathname === yoga.graphqlEndpoint && !(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return;
-    return yoga.requestListener(req, res);
-  });
+  /**
+   * Every HTTP route the server mounts, in one table: the server dispatches from it and nothing
+   * else (404 for a path it does not name, 405 for a method a route does not take, 500 with an
+   * error id for whatever a handler throws), and test/edge/ sends its hostile requests to each
+   * route it lists. WebSocket upgrades at /graphql are graphql-ws's (below), not a route.
+   */
+  const routes: HttpRoute[] = [
+    { owner: "operator", methods: ["GET"], path: "/metrics", credential: "metrics-token", handle: (req, res, url) => operator.http(req, res, url) },
+    {
+      owner: "app",
+      methods: ["GET", "HEAD"],
+      path: "/healthz",
+      credential: "none",
+      handle: (_req, res) => (sendJson(res, 200, { status: "ok" }), true),
+    },
+    {
+      owner: "app",
+      methods: ["GET", "HEAD"],
+      path: "/readyz",
+      credential: "none",
+      handle: async (_req, res) => {
+        const [database, eventBus] = await Promise.all([
+          db.sql.query("SELECT 1").then(() => true, () => false),
+          events.ping().catch(() => false),
+        ]);
+        const ready = database && eventBus;
+        sendJson(res, ready ? 200 : 503, { status: ready ? "ready" : "unavailable", database, eventBus });
+        return true;
+      },
+    },
+    ...services.routes,
+    {
+      owner: "graphql",
+      methods: ["GET", "POST", "OPTIONS"],
+      path: yoga.graphqlEndpoint,
+      credential: "api-token",
+      handle: async (req, res, url) => {
+        // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
+        if (await operator.http(req, res, url)) return true;
+        if (!(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return true;
+        await yoga.requestListener(req, res);
+        return true;
+      },
+    },
+  ];
+
+  const httpServer: Server = createServer(createDispatcher(routes, logger));
 
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
@@ -262,6 +313,7 @@ export function createApp(deps: Infra) {
   return {
     yoga,
     httpServer,
+    routes: routes as readonly HttpRoute[],
     services,
     operator,
     async listen(port: number, host: string): Promise<number> {

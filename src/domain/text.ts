@@ -67,27 +67,78 @@ export function isStorableText(value: string, kind: TextKind): boolean {
   return textProblem(value, kind) === null;
 }
 
-/** Where `value` (any JSON) breaks the rule: string values as `data`, object keys as `identifier`. */
-export function jsonTextProblem(value: unknown, path: readonly (string | number)[] = []): { path: (string | number)[]; problem: TextProblem } | null {
+/**
+ * How deep a JSON value may nest (arrays and objects inside one another). Far above anything the
+ * product stores (a Terraform plan's attribute values, a tool call's arguments), and low enough
+ * that every walk over an accepted value — ours, a library's, JSON.stringify's, all recursive —
+ * stays far from the call stack's limit.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+export type JsonProblemCode = TextProblemCode | "too_deep";
+
+export interface JsonProblem {
+  readonly code: JsonProblemCode;
+  readonly message: string;
+}
+
+/**
+ * Where `value` (any JSON) breaks the rule: string values as `data`, object keys as `identifier`,
+ * and no more than `maxDepth` arrays or objects nested in one another. The first problem in
+ * document order. Walked with an explicit stack, never by recursion: a request body nested
+ * 20,000 deep is an answer ("too_deep"), not a stack overflow.
+ */
+export function jsonTextProblem(
+  value: unknown,
+  path: readonly (string | number)[] = [],
+  maxDepth: number = MAX_JSON_DEPTH,
+): { path: (string | number)[]; problem: JsonProblem } | null {
   if (typeof value === "string") {
     const problem = textProblem(value, "data");
     return problem ? { path: [...path], problem } : null;
   }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = jsonTextProblem(value[i], [...path, i]);
-      if (found) return found;
-    }
-    return null;
+  if (value === null || typeof value !== "object") return null;
+  if (maxDepth < 1) return { path: [...path], problem: tooDeep(maxDepth) };
+  /** An array or object being walked: its items, its keys (objects), the next item, and where it sits in its parent. */
+  interface Frame {
+    items: unknown[];
+    keys: string[] | null;
+    next: number;
+    at: string | number;
   }
-  if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) {
-      const keyProblem = textProblem(key, "identifier");
+  const open = (container: object, at: string | number): Frame => {
+    if (Array.isArray(container)) return { items: container, keys: null, next: 0, at };
+    const keys = Object.keys(container);
+    return { items: keys.map((k) => (container as Record<string, unknown>)[k]), keys, next: 0, at };
+  };
+  const stack: Frame[] = [open(value, "")];
+  // The path of the innermost open container (the root's own `at` is not part of it).
+  const pathHere = (): (string | number)[] => [...path, ...stack.slice(1).map((f) => f.at)];
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!;
+    if (frame.next >= frame.items.length) {
+      stack.pop();
+      continue;
+    }
+    const i = frame.next++;
+    const key = frame.keys ? frame.keys[i]! : i;
+    if (frame.keys) {
+      const keyProblem = textProblem(key as string, "identifier");
       // The offending key is not put in the path: it would carry the very character refused.
-      if (keyProblem) return { path: [...path], problem: { ...keyProblem, message: `an object key ${keyProblem.message}` } };
-      const found = jsonTextProblem(item, [...path, key]);
-      if (found) return found;
+      if (keyProblem) return { path: pathHere(), problem: { ...keyProblem, message: `an object key ${keyProblem.message}` } };
+    }
+    const item = frame.items[i];
+    if (typeof item === "string") {
+      const problem = textProblem(item, "data");
+      if (problem) return { path: [...pathHere(), key], problem };
+    } else if (item !== null && typeof item === "object") {
+      if (stack.length >= maxDepth) return { path: [...pathHere(), key], problem: tooDeep(maxDepth) };
+      stack.push(open(item, key));
     }
   }
   return null;
+}
+
+function tooDeep(maxDepth: number): JsonProblem {
+  return { code: "too_deep", message: `must not nest arrays and objects more than ${maxDepth} levels deep` };
 }

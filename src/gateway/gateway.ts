@@ -216,6 +216,8 @@ export type Gateway = {
   /** Whether the Authorization header carries a live virtual key. */
   authenticate(input: { authorization: string | null | undefined }): Promise<boolean>;
   resume(input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }>;
+  /** Resume's credential alone (src/gateway/http.ts checks it before reading a body): "disabled" without a service token configured. */
+  authenticateService(input: { authorization: string | null | undefined }): "ok" | "unauthorized" | "disabled";
   /**
    * The agent's side of the outcome: its request's status (and, approved, its approval token),
    * for the virtual key that made it. Any other key, a malformed id and a missing request all
@@ -824,7 +826,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     return { status: 502, headers: {}, body: { error: "execution_failed", retryable: false, message: outcome.error }, outcome: { kind: "execution_failed" } };
   }
 
-  return { handleToolCall, listTools, authenticate: async (input) => (await liveKey(input.authorization)) !== null, resume, approvalStatus, streamKey };
+  function authenticateService(input: { authorization: string | null | undefined }): "ok" | "unauthorized" | "disabled" {
+    if (!serviceTokenDigest) return "disabled";
+    const presented = bearer(input.authorization);
+    return presented && timingSafeEqual(digest(presented), serviceTokenDigest) ? "ok" : "unauthorized";
+  }
+
+  return { handleToolCall, listTools, authenticate: async (input) => (await liveKey(input.authorization)) !== null, resume, authenticateService, approvalStatus, streamKey };
 }
 
 // ─── helpers ──────────────────────────────────────────────────────────────────────────────────

@@ -19,10 +19,13 @@ import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY
  * Server: the same checks the transport makes (Accept, Content-Type, MCP-Protocol-Version) and
  * the same JSON answer; every other message goes through the SDK's Server and transport.
  *
- * The virtual key (`Authorization: Bearer`) is checked before the transport sees anything but a
- * `tools/call` (401 over HTTP, as MCP's authorization asks); a `tools/call` is checked by the
- * gateway itself in the same database round trip as its route, and a bad key is the JSON-RPC
- * error -32001 `unauthorized`.
+ * Before this handler runs, src/gateway/http.ts has checked the request's Origin (403), its rate
+ * (429 with Retry-After: MCP Streamable HTTP is HTTP, and the SDK's client surfaces any non-2xx
+ * as a StreamableHTTPError carrying the status) and its virtual key (401, before the body is
+ * read), for the fast path and the transport alike. The key is checked again here — by
+ * `authenticate` before the transport sees anything but a `tools/call`, and by the gateway
+ * itself for a `tools/call`, in the same database round trip as its route (a key revoked since
+ * is the JSON-RPC error -32001 `unauthorized`).
  */
 const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
 
@@ -44,7 +47,8 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
     const onlyCalls = messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
     // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
     // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
-    const malformed = messages.find((m) => (m as { method?: unknown }).method === "tools/call" && !callParams.safeParse((m as { params?: unknown }).params).success) as { id?: unknown } | undefined;
+    // (`null` or a number is a message too, for the transport to refuse: never read as an object here.)
+    const malformed = messages.find((m) => isObject(m) && m.method === "tools/call" && !callParams.safeParse(m.params).success) as { id?: unknown } | undefined;
     if (malformed && !Array.isArray(body)) {
       res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
       res.end(JSON.stringify({ jsonrpc: "2.0", id: malformed.id ?? null, error: { code: GATEWAY_JSONRPC.invalidParams, message: "invalid_params", data: { error: "invalid_params", message: "tools/call takes a tool name and, optionally, arguments as a JSON object" } } }));
@@ -105,6 +109,10 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
   };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
 }
 
 function isRequest(value: unknown): value is { jsonrpc: "2.0"; id: string | number; method: string; params?: unknown } {

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
  * A body within the cap is handed to yoga already read, as `req.body` (the framework's own
  * path for a consumed body: @whatwg-node/server uses it instead of the stream).
  */
+/** True with the body read; false when it answered 413, or when the client went away mid-body (nothing to answer). */
 export async function readBodyWithinLimit(req: IncomingMessage, res: ServerResponse, maxBytes: number): Promise<boolean> {
   if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return true;
   const declared = req.headers["content-length"];
@@ -22,18 +23,22 @@ export async function readBodyWithinLimit(req: IncomingMessage, res: ServerRespo
   if (declared !== undefined) {
     // Node's parser delivers exactly Content-Length bytes (no more), and it is within the cap:
     // nothing to count. The callbacks stay inline: tsx names every arrow kept in a variable, per call.
-    await new Promise<void>((resolve, reject) => {
+    const complete = await new Promise<boolean>((resolve) => {
       req.on("data", (chunk: Buffer) => {
         total += chunk.length;
         chunks.push(chunk);
       });
-      req.once("end", resolve);
-      req.once("error", reject);
+      req.once("end", () => resolve(true));
+      // The client went away mid-body: there is no one to answer (not a server failure).
+      req.once("error", () => resolve(false));
+      req.once("aborted", () => resolve(false));
     });
+    if (!complete) return false;
     (req as IncomingMessage & { body?: Buffer }).body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
     return true;
   }
-  const within = await new Promise<boolean>((resolve, reject) => {
+  let gone = false;
+  const within = await new Promise<boolean>((resolve) => {
     const onData = (chunk: Buffer) => {
       total += chunk.length;
       if (total > maxBytes) {
@@ -46,10 +51,16 @@ export async function readBodyWithinLimit(req: IncomingMessage, res: ServerRespo
       chunks.push(chunk);
     };
     const onEnd = () => resolve(true);
+    const onGone = () => {
+      gone = true;
+      resolve(false);
+    };
     req.on("data", onData);
     req.once("end", onEnd);
-    req.once("error", reject);
+    req.once("error", onGone);
+    req.once("aborted", onGone);
   });
+  if (gone) return false;
   if (!within) {
     refuse(req, res, maxBytes);
     return false;

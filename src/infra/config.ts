@@ -55,6 +55,16 @@ const EnvSchema = z.object({
   /** Comma-separated origins allowed to call the API from a browser (CORS); empty: same origin only. */
   COUNTERSIGN_CORS_ORIGINS: z.string().default(""),
   /**
+   * Comma-separated origins a browser page may call the MCP gateway from. A gateway request whose
+   * Origin header names any other (or `null`) is 403; requests without Origin (agents) pass.
+   * Empty (default): only the origin of COUNTERSIGN_PUBLIC_URL, when that is set.
+   */
+  COUNTERSIGN_GATEWAY_ALLOWED_ORIGINS: z.string().default(""),
+  /** Gateway requests per second per virtual key, or per client address without a live one; 0 turns the limit off. */
+  COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS: z.coerce.number().min(0).default(20),
+  /** Gateway requests a key may send at once above the steady rate; default twice the rate. */
+  COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).optional(),
+  /**
    * "1" lets webhooks deliver to loopback and private addresses (off: refused). Link-local
    * (cloud metadata) and the other never-allowed ranges stay refused (src/domain/address-policy.ts).
    */
@@ -124,13 +134,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     wsInitTimeoutMs: e.COUNTERSIGN_WS_INIT_TIMEOUT_MS,
     metricsToken: e.COUNTERSIGN_METRICS_TOKEN,
-    corsOrigins: parseOrigins(e.COUNTERSIGN_CORS_ORIGINS),
+    corsOrigins: parseOrigins("COUNTERSIGN_CORS_ORIGINS", e.COUNTERSIGN_CORS_ORIGINS),
     /** The outbound address policy for connections' upstreams (src/domain/address-policy.ts). */
     upstreams: { allowPrivate: e.COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE === "1" },
     personalOrganizations: {
       perPerson: e.COUNTERSIGN_PERSONAL_ORGS_PER_PERSON,
       createBurst: e.COUNTERSIGN_PERSONAL_ORG_CREATE_BURST,
       createPerHour: e.COUNTERSIGN_PERSONAL_ORG_CREATE_PER_HOUR,
+    },
+    gatewayEdge: {
+      allowedOrigins: [
+        ...new Set([
+          ...parseOrigins("COUNTERSIGN_GATEWAY_ALLOWED_ORIGINS", e.COUNTERSIGN_GATEWAY_ALLOWED_ORIGINS),
+          ...(e.COUNTERSIGN_PUBLIC_URL ? [new URL(e.COUNTERSIGN_PUBLIC_URL).origin] : []),
+        ]),
+      ],
+      rps: e.COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS,
+      burst: e.COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST ?? Math.max(1, Math.ceil(e.COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS * 2)),
     },
     webhooks: {
       allowPrivate: e.COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE === "1",
@@ -144,7 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
 }
 
 /** `https://a.example, https://b.example` → exact origins (scheme://host[:port], no path); `*` is refused. */
-function parseOrigins(raw: string): string[] {
+function parseOrigins(variable: string, raw: string): string[] {
   const origins = raw.split(",").map((o) => o.trim()).filter(Boolean);
   for (const origin of origins) {
     let parsed: URL | null = null;
@@ -152,7 +172,7 @@ function parseOrigins(raw: string): string[] {
       parsed = new URL(origin);
     } catch {}
     if (!parsed || parsed.origin !== origin) {
-      throw new Error(`Invalid environment:\n  COUNTERSIGN_CORS_ORIGINS: "${origin}" is not an origin like https://app.example.com`);
+      throw new Error(`Invalid environment:\n  ${variable}: "${origin}" is not an origin like https://app.example.com`);
     }
   }
   return origins;

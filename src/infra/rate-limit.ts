@@ -111,7 +111,8 @@ export function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
-/** A short, stable label for a key in logs (never the token hash itself). */
+/** A short, stable label for a key in logs (never the token's or virtual key's hash itself). */
 export function keyLabel(key: string): string {
-  return key.startsWith("token:") ? `token:${createHash("sha256").update(key).digest("hex").slice(0, 8)}` : key;
+  const kind = key.slice(0, key.indexOf(":"));
+  return kind === "token" || kind === "vkey" ? `${kind}:${createHash("sha256").update(key).digest("hex").slice(0, 8)}` : key;
 }
