@@ -218,8 +218,34 @@ describe("the record", () => {
   });
 
   it("is append-only: the database refuses UPDATE and DELETE", async () => {
-    const [row] = (await trail()).records;
+    await SCENARIOS["workspace.tier_off"].attempt(await prodWorkspace(), "owner");
+    const row = (await trail()).records.at(-1);
     await expect(w.db.sql.query(`UPDATE hold_authority_changes SET subject = 'x' WHERE id = $1`, [row!.id])).rejects.toThrow(/append-only/);
     await expect(w.db.sql.query(`DELETE FROM hold_authority_changes WHERE id = $1`, [row!.id])).rejects.toThrow(/append-only/);
+  });
+});
+
+describe("the tier's default follows the environment (no authority needed to hold more)", () => {
+  const CREATE = `mutation($input: CreateWorkspaceInput!) { r: createWorkspace(input: $input) { __typename ... on MutationCreateWorkspaceSuccess { data { id production } } ... on Error { code } } }`;
+  const UPDATE = `mutation($input: UpdateWorkspaceInput!) { r: updateWorkspace(input: $input) { __typename ... on MutationUpdateWorkspaceSuccess { data { id environment production } } ... on Error { code } } }`;
+
+  it("an admin creates a prod/production workspace (any case): production, nothing recorded", async () => {
+    const before = await trail();
+    for (const environment of ["prod", "PROD", "Production", "production"]) {
+      const r = await w.t.gql(CREATE, { input: { stackId: w.stack.id, name: `hold-default-${++n}`, environment } }, as("admin"));
+      expect(r.data.r, environment).toMatchObject({ __typename: "MutationCreateWorkspaceSuccess", data: { production: true } });
+    }
+    for (const environment of ["staging", "prod-eu", "preprod"]) {
+      const r = await w.t.gql(CREATE, { input: { stackId: w.stack.id, name: `hold-default-${++n}`, environment } }, as("admin"));
+      expect(r.data.r, environment).toMatchObject({ data: { production: false } });
+    }
+    expect((await trail()).records).toHaveLength(before.records.length);
+  });
+
+  it("an environment that becomes prod turns the tier on; one that leaves prod keeps it on", async () => {
+    const dev = await w.t.gql(CREATE, { input: { stackId: w.stack.id, name: `hold-default-${++n}`, environment: "dev" } }, as("admin"));
+    const id = dev.data.r.data.id;
+    expect((await w.t.gql(UPDATE, { input: { id, environment: "Prod" } }, as("admin"))).data.r).toMatchObject({ data: { environment: "Prod", production: true } });
+    expect((await w.t.gql(UPDATE, { input: { id, environment: "dev" } }, as("admin"))).data.r).toMatchObject({ data: { environment: "dev", production: true } });
   });
 });
