@@ -4,7 +4,7 @@ import type { Target } from "../domain/catalog/index.js";
 // apply gate and the held-call use cases each had a `workspaceTarget` of their own.
 
 /** The families scoped to a workspace: matched by the WORKSPACE name, with its stack's authz groups. */
-export type WorkspaceFamily = "approval_policy" | "gateway_policy" | "approval_request" | "virtual_key" | "connection" | "workspace";
+export type WorkspaceFamily = "approval_policy" | "gateway_policy" | "hold_authority" | "approval_request" | "virtual_key" | "connection" | "workspace";
 
 /** A stack's target (match value = its name, groups = its authz groups); null: a stack that does not exist. */
 export const stackTarget = (stack: { name: string; authzGroups: string[] } | null, action: Target["action"]): Target => ({

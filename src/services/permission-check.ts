@@ -90,14 +90,15 @@ const BY_ID: ReadonlySet<string> = new Set([
   "resource_policy",
   "approval_policy",
   "gateway_policy",
+  "hold_authority",
   "approval_request",
   "virtual_key",
   "connection",
   "webhook",
   "cloud_integration",
 ]);
-// gateway_policy has no object of its own: its resourceId is always the workspace's id.
-const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "gateway_policy", "approval_request", "virtual_key", "connection"]);
+// gateway_policy and hold_authority have no object of their own: their resourceId is always the workspace's id.
+const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "gateway_policy", "hold_authority", "approval_request", "virtual_key", "connection"]);
 
 /** Validates the whole batch; every issue names `checks.<i>.<field>`. Nothing is answered on a bad input. */
 function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]): ParsedCheck[] {

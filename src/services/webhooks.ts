@@ -31,6 +31,7 @@ export const WEBHOOK_EVENTS = [
   "approval_request.decided",
   "workspace.tier_changed",
   "gateway_policy.saved",
+  "hold_authority.changed",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 export const WEBHOOK_FORMATS = ["json", "slack"] as const;

@@ -19,6 +19,8 @@ import { uniqueViolation } from "./prisma-errors.js";
 import { findReadableStack, ResourceName } from "./stacks.js";
 import { parseInput } from "./parse.js";
 import { enqueueWorkspaceTierEvent } from "./webhooks.js";
+import { isProductionEnvironment, type HoldLiftingKind } from "../domain/hold-authority.js";
+import { recordHoldAuthorityChange, requireHoldAuthority } from "./hold-authority.js";
 
 export interface GateDeps {
   db: Database;
@@ -107,26 +109,52 @@ export const CreateWorkspaceInput = z.object({
   stackId: z.string().min(1),
   name: ResourceName,
   environment: Environment.default("dev"),
-  /** The tier is explicit, never read from the environment's name (docs/held-tool-calls.md). */
-  production: z.boolean().default(false),
+  /**
+   * Omitted: production exactly when the environment says prod (isProductionEnvironment).
+   * `false` on a prod environment lets its destructive calls run unheld: owner-only
+   * (docs/held-tool-calls.md, "The production tier").
+   */
+  production: z.boolean().optional(),
   requiredApprovals: RequiredApprovals.default(0),
 });
 
-/** (workspace, create, <name>) with the stack's groups, on a stack the viewer can see. */
+/**
+ * (workspace, create, <name>) with the stack's groups, on a stack the viewer can see. A prod
+ * environment is production unless the call says `production: false`, which needs the hold
+ * authority (owner-only) and is recorded.
+ */
 export async function createWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(CreateWorkspaceInput, raw);
   const stack = await findReadableStack(db, authz, input.stackId);
   await authz.require({ resourceType: "workspace", action: "create", matchValue: input.name, groups: stack.authzGroups });
+  const prodEnvironment = isProductionEnvironment(input.environment);
+  const production = input.production ?? prodEnvironment;
+  const unheld = prodEnvironment && !production;
+  if (unheld) await requireHoldAuthority(authz, { name: input.name, stack: { authzGroups: stack.authzGroups } });
   try {
-    const created = await db.prisma.workspace.create({
-      data: {
-        orgId: stack.orgId,
-        stackId: stack.id,
-        name: input.name,
-        environment: input.environment,
-        production: input.production,
-        requiredApprovals: input.requiredApprovals,
-      },
+    const created = await db.prisma.$transaction(async (tx) => {
+      const row = await tx.workspace.create({
+        data: {
+          orgId: stack.orgId,
+          stackId: stack.id,
+          name: input.name,
+          environment: input.environment,
+          production,
+          requiredApprovals: input.requiredApprovals,
+        },
+      });
+      if (unheld) {
+        await recordHoldAuthorityChange(tx, {
+          orgId: row.orgId,
+          workspace: row,
+          kind: "workspace.created_unheld",
+          subject: row.name,
+          before: {},
+          after: { environment: row.environment, production: false },
+          actorUserId: authz.viewer!.userId,
+        });
+      }
+      return row;
     });
     // Live workspace lists (workspacesChanged) learn of it without a reload.
     publishGateChange(events, created.orgId, [created.id], "workspace_created");
@@ -152,6 +180,11 @@ export const UpdateWorkspaceInput = z.object({
  * change of the tier (`production`), which decides whether the gateway holds the workspace's
  * destructive tool calls at all: security relevant, so it is published (reason
  * workspace_tier_changed) and sent to webhooks subscribed to workspace.tier_changed.
+ *
+ * An environment that becomes prod turns the tier on unless the same call says
+ * `production: false`. Turning the tier off, or keeping it off while the environment becomes
+ * prod, lets held calls through: it needs the hold authority (owner-only), decided on the row as
+ * locked, and is recorded (tierChangeKind).
  */
 export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(UpdateWorkspaceInput, raw);
@@ -161,26 +194,58 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
   if (name !== workspace.name) {
     await authz.require({ resourceType: "workspace", action: "update", matchValue: name, groups: null });
   }
+  let before;
   let updated;
   try {
-    updated = await db.prisma.$transaction(async (tx) => {
+    ({ before, updated } = await db.prisma.$transaction(async (tx) => {
       // The baseline is a gate input: serialize with applyPlan (src/services/gate.ts).
       await lockWorkspaces(txSql(tx), [workspace.id]);
+      const before = await tx.workspace.findUniqueOrThrow({ where: { id: workspace.id } });
+      const next = nextTier(before, input);
+      const kind = tierChangeKind(before, next);
+      if (kind) await requireHoldAuthority(authz, workspace);
       const row = await tx.workspace.update({
         where: { id: workspace.id },
-        data: { name, environment: input.environment, production: input.production, requiredApprovals: input.requiredApprovals },
+        data: { name, environment: next.environment, production: next.production, requiredApprovals: input.requiredApprovals },
       });
-      if (row.production !== workspace.production) await enqueueWorkspaceTierEvent(tx, row, workspace.production, authz.viewer!.userId);
-      return row;
-    }, LOCKING_TX_OPTIONS);
+      if (row.production !== before.production) await enqueueWorkspaceTierEvent(tx, row, before.production, authz.viewer!.userId);
+      if (kind) {
+        await recordHoldAuthorityChange(tx, {
+          orgId: row.orgId,
+          workspace: row,
+          kind,
+          subject: row.name,
+          before: { environment: before.environment, production: before.production },
+          after: { environment: row.environment, production: row.production },
+          actorUserId: authz.viewer!.userId,
+        });
+      }
+      return { before, updated: row };
+    }, LOCKING_TX_OPTIONS));
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${name} already exists in this organization.`);
     throw error;
   }
-  const gateMoved = updated.requiredApprovals !== workspace.requiredApprovals || updated.name !== workspace.name;
+  const gateMoved = updated.requiredApprovals !== before.requiredApprovals || updated.name !== before.name;
   if (gateMoved) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_updated");
-  if (updated.production !== workspace.production) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_tier_changed");
+  if (updated.production !== before.production) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_tier_changed");
   return updated;
+}
+
+type Tier = { environment: string; production: boolean };
+
+/** The environment and tier an update leaves: an environment becoming prod turns the tier on unless the call says otherwise. */
+export function nextTier(current: Tier, input: { environment?: string | undefined; production?: boolean | undefined }): Tier {
+  const environment = input.environment ?? current.environment;
+  const becomesProd = isProductionEnvironment(environment) && !isProductionEnvironment(current.environment);
+  return { environment, production: input.production ?? (becomesProd ? true : current.production) };
+}
+
+/** Which hold-lifting change going from `current` to `next` is, if any. */
+export function tierChangeKind(current: Tier, next: Tier): HoldLiftingKind | null {
+  if (current.production && !next.production) return "workspace.tier_off";
+  if (!next.production && isProductionEnvironment(next.environment) && !isProductionEnvironment(current.environment)) return "workspace.environment_unheld";
+  return null;
 }
 
 /**

@@ -106,17 +106,16 @@ forbid (principal, action, resource == Tool::"github.wipe_org");
 `;
 
 describe("the production tier", () => {
-  it("is explicit: createWorkspace defaults to false, whatever the environment is named; updateWorkspace sets it and the change is published", async () => {
+  it("follows the environment by default: prod is production, anything else is not; updateWorkspace sets it and the change is published", async () => {
     await w.db.prisma.webhook.create({
       data: { orgId: w.org.orgId, url: "https://hooks.example.com/tier", events: ["workspace.tier_changed", "gateway_policy.saved"], format: "json", secretSealed: "v1.unused" },
     });
-    const created = await w.t.gql(
-      `mutation($input: CreateWorkspaceInput!) { createWorkspace(input: $input) { __typename ... on MutationCreateWorkspaceSuccess { data { id environment production } } } }`,
-      { input: { stackId: w.stack.id, name: "named-prod", environment: "prod" } },
-      w.org.adminToken,
-    );
+    const CREATE = `mutation($input: CreateWorkspaceInput!) { createWorkspace(input: $input) { __typename ... on MutationCreateWorkspaceSuccess { data { id environment production } } } }`;
+    const prod = await w.t.gql(CREATE, { input: { stackId: w.stack.id, name: "named-prod", environment: "Prod" } }, w.org.adminToken);
+    expect(prod.data.createWorkspace.data).toMatchObject({ environment: "Prod", production: true });
+    const created = await w.t.gql(CREATE, { input: { stackId: w.stack.id, name: "named-staging", environment: "staging" } }, w.org.adminToken);
     const ws = created.data.createWorkspace.data;
-    expect(ws).toMatchObject({ environment: "prod", production: false });
+    expect(ws).toMatchObject({ environment: "staging", production: false });
 
     const reader = await addMember(w.db, w.org.orgId, { grants: [{ resourceType: "workspace", action: "read" }] });
     const UPDATE = `mutation($input: UpdateWorkspaceInput!) { updateWorkspace(input: $input) { __typename ... on MutationUpdateWorkspaceSuccess { data { production } } ... on PermissionDeniedError { missing { resourceType action } } } }`;
@@ -128,7 +127,7 @@ describe("the production tier", () => {
     const events = await w.db.prisma.webhookDelivery.findMany({ where: { orgId: w.org.orgId, eventType: "workspace.tier_changed" } });
     expect(events).toHaveLength(1);
     expect((events[0]!.payload as { data: unknown }).data).toEqual({
-      workspace: { id: ws.id, name: "named-prod", environment: "prod", production: true },
+      workspace: { id: ws.id, name: "named-staging", environment: "staging", production: true },
       previous: { production: false },
       changedBy: { id: w.org.adminId },
     });

@@ -27,6 +27,7 @@ const TYPES: Record<string, ConcreteResourceType> = {
   ApprovalPolicy: "approval_policy",
   GatewayPolicySet: "gateway_policy",
   GatewayPolicyVersion: "gateway_policy",
+  HoldAuthorityChange: "hold_authority",
   ApprovalRequest: "approval_request",
   VirtualKey: "virtual_key",
   ToolConnection: "connection",

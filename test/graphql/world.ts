@@ -61,6 +61,10 @@ export async function createWorld(t: TestApp): Promise<World> {
   await prisma.gatewayPolicyVersion.create({
     data: { orgId: org.id, workspaceId: workspace.id, version: 1, policies: `@id("permit-all") permit (principal, action, resource);`, authorId: alice.id, note: "v1" },
   });
+  // A recorded hold-lifting change, so the record is reachable too.
+  await prisma.holdAuthorityChange.create({
+    data: { orgId: org.id, workspaceId: workspace.id, kind: "workspace.tier_off", subject: workspace.name, before: { production: true }, after: { production: false }, actorUserId: alice.id },
+  });
   const key = await prisma.virtualKey.create({
     data: { orgId: org.id, workspaceId: workspace.id, name: "agent", keyHash: randomUUID(), prefix: "csk_test", createdById: alice.id },
   });

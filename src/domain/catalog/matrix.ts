@@ -170,6 +170,20 @@ export const FAMILIES = {
     // reason: any admin holding (role, assign) could otherwise grant it to themselves.
     ownerOnly: ["manage"],
   },
+  hold_authority: {
+    actions: ["read", "change"],
+    supportsPattern: true,
+    supportsAuthzGroup: true,
+    description:
+      "What can let a held tool call through without approval (src/domain/hold-authority.ts): the record of such changes (read), " +
+      "and making one (change; owner-only): the production tier off, a tool declared not destructive, a connection re-routed.",
+    matchValue: "workspace name",
+    groupsFrom: "the workspace's stack's authz groups",
+    // A hold is lifted only by the authority that placed it: the owner, as for gateway_policy
+    // manage. Without this, the owner-only policy set is bypassed sideways (an admin turns the
+    // tier off, a connection editor declares the tool not destructive).
+    ownerOnly: ["change"],
+  },
   approval_request: {
     actions: ["read", "decide"],
     supportsPattern: true,

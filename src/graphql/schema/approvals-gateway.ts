@@ -171,8 +171,12 @@ const UpdateToolConnectionInput = builder.inputType("UpdateToolConnectionInput",
     name: t.string(),
     provider: t.string(),
     active: t.boolean(),
-    url: t.string({ description: "Null removes it. Calls held before a change are refused at resume (route_changed)." }),
-    credential: t.string({ description: "Write-only; null removes it." }),
+    url: t.string({
+      description:
+        "Null removes it. Calls held before a change are refused at resume (route_changed). A change is owner-only ((hold_authority, change)), " +
+        "recorded, and clears the stored credential unless `credential` is set in the same call.",
+    }),
+    credential: t.string({ description: "Write-only; null removes it. With a new url: the credential for the new upstream." }),
     timeoutMs: t.int({ description: "Null: the gateway's default." }),
   }),
 });
@@ -236,7 +240,9 @@ builder.mutationFields((t) => ({
     type: ToolConnectionRef,
     authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
-    description: "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it; a new provider or URL strands calls held before (route_changed).",
+    description:
+      "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it; a new provider or URL strands calls held before (route_changed). " +
+      "A new url, provider or name re-routes its tools: owner-only ((hold_authority, change)), recorded in Workspace.holdAuthorityChanges.",
     args: { input: t.arg({ type: UpdateToolConnectionInput, required: true }) },
     resolve: (_root, args, ctx) => updateConnection(ctx, cleanKeepingNull(args.input, ["url", "credential", "timeoutMs"])),
   }),
@@ -244,7 +250,9 @@ builder.mutationFields((t) => ({
     type: ToolConnectionRef,
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
-    description: "Needs (connection, update). Whether one upstream tool is destructive, over its MCP annotations; returns the connection.",
+    description:
+      "Needs (connection, update). Whether one upstream tool is destructive, over its MCP annotations; returns the connection. " +
+      "destructive: false lets its calls run unheld: owner-only ((hold_authority, change)), recorded.",
     args: { input: t.arg({ type: SetToolAnnotationOverrideInput, required: true }) },
     resolve: (_root, args, ctx) => setToolOverride(ctx, args.input),
   }),
@@ -252,7 +260,9 @@ builder.mutationFields((t) => ({
     type: ToolConnectionRef,
     authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
-    description: "Needs (connection, update). The tool's own annotations decide again; NotFoundError when it had no override.",
+    description:
+      "Needs (connection, update). The tool's own annotations decide again; NotFoundError when it had no override. " +
+      "Clearing a destructive: true override is owner-only ((hold_authority, change)), recorded.",
     args: { input: t.arg({ type: ClearToolAnnotationOverrideInput, required: true }) },
     resolve: (_root, args, ctx) => clearToolOverride(ctx, args.input),
   }),

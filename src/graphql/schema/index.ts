@@ -10,6 +10,7 @@ import "./approvals.js";
 import "./gate.js";
 import "./workspace.js";
 import "./gateway-policies.js";
+import "./hold-authority.js";
 import "./plan.js";
 import "./reservation.js";
 import "./resource-policy.js";

@@ -34,7 +34,7 @@ export function forgetRuleWorkspaces(ctx: Context): void {
   loaders.delete(ctx);
 }
 
-type Family = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "gateway_policy";
+type Family = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "gateway_policy" | "hold_authority";
 
 /** The read rule of an object of a workspace-scoped family: (family, read) on its workspace. */
 export async function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): Promise<boolean> {

@@ -74,8 +74,8 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
     environment: t.exposeString("environment", { description: "The environment's name: what approval-policy rules match on." }),
     production: t.exposeBoolean("production", {
       description:
-        "The environment tier, explicit (never read from the environment's name): the gateway holds destructive tool calls " +
-        "for approval only in a production workspace, and its Cedar context carries it as context.production.",
+        "The environment tier: the gateway holds destructive tool calls for approval only in a production workspace, and its Cedar " +
+        "context carries it as context.production. A prod or production environment is production unless an owner says otherwise.",
     }),
     requiredApprovals: t.exposeInt("requiredApprovals", {
       description: "The baseline: approvals needed for every change no resource policy sets a count for (default 0).",
@@ -204,7 +204,11 @@ const CreateWorkspaceInputRef = builder.inputType("CreateWorkspaceInput", {
     stackId: t.id({ required: true }),
     name: t.string({ required: true, description: "Unique in the organization: the match value of workspace-family grants." }),
     environment: t.string({ description: "Default dev." }),
-    production: t.boolean({ description: "The tier, default false: say so explicitly for a production workspace, whatever its environment is named." }),
+    production: t.boolean({
+      description:
+        "The tier. Default: true exactly when the environment is prod or production (any case). false on such an environment " +
+        "lets its destructive calls run unheld: owner-only ((hold_authority, change)), recorded in holdAuthorityChanges.",
+    }),
     requiredApprovals: t.int({ description: "The baseline, default 0." }),
   }),
 });
@@ -215,7 +219,10 @@ const UpdateWorkspaceInputRef = builder.inputType("UpdateWorkspaceInput", {
     name: t.string(),
     environment: t.string(),
     production: t.boolean({
-      description: "The tier. Changing it decides whether destructive tool calls are held; it is published (webhook workspace.tier_changed).",
+      description:
+        "The tier. Changing it decides whether destructive tool calls are held; it is published (webhook workspace.tier_changed). " +
+        "Turning it off, or keeping it off while the environment becomes prod, is owner-only ((hold_authority, change)) and recorded. " +
+        "An environment that becomes prod turns it on unless this says false.",
     }),
     requiredApprovals: t.int({ description: "The baseline. Applies to every open plan at once (the gate is evaluated at apply time)." }),
   }),

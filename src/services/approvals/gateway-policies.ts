@@ -27,6 +27,7 @@ import { TEXT_MAX } from "../input-rules.js";
 import { parseInput } from "../parse.js";
 import { uniqueViolation } from "../prisma-errors.js";
 import { enqueueGatewayPolicyEvent } from "../webhooks.js";
+import { recordHoldAuthorityChange } from "../hold-authority.js";
 import { resolvedSnapshots } from "./quorum.js";
 import { lockWorkspace, workspaceInViewerOrg, type ScopedWorkspace } from "./workspaces.js";
 import { toDomainPolicy } from "./policies.js";
@@ -255,6 +256,16 @@ export async function saveGatewayPolicySet({ db, authz }: Deps, raw: unknown): P
         authorId,
         note: created.note,
         policyIds: policies.map((p) => p.id),
+      });
+      // A new set can drop the needs-approval forbid: a hold-lifting change, owner-only as above.
+      await recordHoldAuthorityChange(tx, {
+        orgId: workspace.orgId,
+        workspace,
+        kind: "gateway_policy.saved",
+        subject: workspace.name,
+        before: { version: current },
+        after: { version: created.version, policyIds: policies.map((p) => p.id) },
+        actorUserId: authorId,
       });
       return created;
     }, LOCKING_TX_OPTIONS);

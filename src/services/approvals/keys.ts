@@ -13,6 +13,9 @@ import { sealConnectionCredential } from "../../gateway/connection-credential.js
 import { listConnectionTools, UpstreamError, type ConnectionToolInfo } from "../../gateway/tools.js";
 import type { UpstreamPool } from "../../gateway/upstream.js";
 import type { Config } from "../../infra/config.js";
+import type { Tx } from "../../infra/db.js";
+import { urlHost, type HoldLiftingKind } from "../../domain/hold-authority.js";
+import { recordHoldAuthorityChange, requireHoldAuthority } from "../hold-authority.js";
 
 /**
  * The agent gateway's identities for a workspace (seed 003): virtual keys (stored as a hash,
@@ -172,10 +175,42 @@ async function connectionFor(db: Database, authz: Authz, id: string, action: "up
   return connection;
 }
 
+/** connectionFor with the connection's workspace, for the changes that need its hold authority. */
+async function connectionInWorkspaceFor(db: Database, authz: Authz, id: string, action: "update") {
+  const connection = await connectionFor(db, authz, id, action);
+  const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
+  return { connection, workspace };
+}
+
+type RouteFields = { name: string; provider: string; url: string | null };
+
+/**
+ * The hold-lifting changes (src/domain/hold-authority.ts) an update of a connection's route
+ * makes: each moves where a logical tool `<connection>.<tool>` runs, so a call the gate holds
+ * today could run somewhere that answers "not destructive".
+ */
+function routeChanges(current: RouteFields, input: { name?: string | undefined; provider?: string | undefined; url?: string | null | undefined }) {
+  const changes: { kind: HoldLiftingKind; before: Record<string, unknown>; after: Record<string, unknown> }[] = [];
+  if (input.url !== undefined && input.url !== current.url) {
+    changes.push({ kind: "connection.url_changed", before: { urlHost: urlHost(current.url) }, after: { urlHost: urlHost(input.url) } });
+  }
+  if (input.provider !== undefined && input.provider !== current.provider) {
+    changes.push({ kind: "connection.provider_changed", before: { provider: current.provider }, after: { provider: input.provider } });
+  }
+  if (input.name !== undefined && input.name !== current.name) {
+    changes.push({ kind: "connection.renamed", before: { name: current.name }, after: { name: input.name } });
+  }
+  return changes;
+}
+
 /**
  * Changing a connection's provider or upstream URL moves where its tools run: calls held before
  * the change stay pinned to the old route and are refused at resume (route_changed).
  * `url`, `credential` and `timeoutMs` take null to remove them.
+ *
+ * A new URL, provider or name needs the hold authority (owner-only) and is recorded. A new URL
+ * never takes the stored credential along: without `credential` in the same call it is cleared
+ * (a secret is sent only where it was given for); with one, that one is stored.
  */
 export async function updateConnection({ db, authz, config }: ConnectionDeps, raw: unknown) {
   const input = parseInput(
@@ -190,24 +225,51 @@ export async function updateConnection({ db, authz, config }: ConnectionDeps, ra
     }),
     raw,
   );
-  const connection = await connectionFor(db, authz, input.id, "update");
+  const { connection, workspace } = await connectionInWorkspaceFor(db, authz, input.id, "update");
   const credential = sealedCredential(config, input.credential);
   try {
-    return await db.prisma.connection.update({
-      where: { id: connection.id },
-      data: {
-        ...(input.name !== undefined ? { name: input.name } : {}),
-        ...(input.provider !== undefined ? { provider: input.provider } : {}),
-        ...(input.active !== undefined ? { active: input.active } : {}),
-        ...(input.url !== undefined ? { url: input.url } : {}),
-        ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
-        ...credential,
-      },
-    });
+    return await db.prisma.$transaction(async (tx) => {
+      await lockWorkspace(tx, workspace.id);
+      const current = await tx.connection.findUnique({ where: { id: connection.id } });
+      if (!current) throw new NotFoundError("Connection", input.id);
+      const changes = routeChanges(current, input);
+      if (changes.length > 0) await requireHoldAuthority(authz, workspace);
+      const urlChanged = input.url !== undefined && input.url !== current.url;
+      const sealed = urlChanged && input.credential === undefined ? { credentialSealed: null } : credential;
+      const row = await tx.connection.update({
+        where: { id: connection.id },
+        data: {
+          ...(input.name !== undefined ? { name: input.name } : {}),
+          ...(input.provider !== undefined ? { provider: input.provider } : {}),
+          ...(input.active !== undefined ? { active: input.active } : {}),
+          ...(input.url !== undefined ? { url: input.url } : {}),
+          ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+          ...sealed,
+        },
+      });
+      for (const change of changes) {
+        const after =
+          change.kind === "connection.url_changed"
+            ? { ...change.after, credential: row.credentialSealed === null ? (current.credentialSealed === null ? "none" : "cleared") : "replaced" }
+            : change.after;
+        await recordConnectionChange(tx, workspace, current.name, { ...change, after }, authz.viewer!.userId);
+      }
+      return row;
+    }, LOCKING_TX_OPTIONS);
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`A connection named ${input.name ?? ""} already exists in this workspace.`);
     throw error;
   }
+}
+
+function recordConnectionChange(
+  tx: Tx,
+  workspace: { id: string; orgId: string; name: string },
+  subject: string,
+  change: { kind: HoldLiftingKind; before: Record<string, unknown>; after: Record<string, unknown> },
+  actorUserId: string,
+) {
+  return recordHoldAuthorityChange(tx, { orgId: workspace.orgId, workspace, subject, actorUserId, ...change });
 }
 
 export async function deleteConnection({ db, authz }: Deps, raw: unknown) {
@@ -248,26 +310,60 @@ export function listToolOverrides(db: Database, connectionIds: readonly string[]
 
 /**
  * An admin's word on whether one upstream tool is destructive, over its MCP annotations (the
- * gate holds destructive calls in production). Needs (connection, update). Returns the connection.
+ * gate holds destructive calls in production). Needs (connection, update); declaring a tool NOT
+ * destructive lets its calls through unheld, so it also needs the hold authority (owner-only)
+ * and is recorded. Returns the connection.
  */
 export async function setToolOverride({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName, destructive: z.boolean() }), raw);
-  const connection = await connectionFor(db, authz, input.connectionId, "update");
+  const { connection, workspace } = await connectionInWorkspaceFor(db, authz, input.connectionId, "update");
   const by = authz.viewer!.userId;
-  await db.prisma.connectionToolOverride.upsert({
-    where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } },
-    create: { orgId: connection.orgId, connectionId: connection.id, tool: input.tool, destructive: input.destructive, updatedById: by },
-    update: { destructive: input.destructive, updatedById: by },
-  });
+  await db.prisma.$transaction(async (tx) => {
+    await lockWorkspace(tx, workspace.id);
+    const previous = await tx.connectionToolOverride.findUnique({ where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } } });
+    if (!input.destructive) await requireHoldAuthority(authz, workspace);
+    await tx.connectionToolOverride.upsert({
+      where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } },
+      create: { orgId: connection.orgId, connectionId: connection.id, tool: input.tool, destructive: input.destructive, updatedById: by },
+      update: { destructive: input.destructive, updatedById: by },
+    });
+    if (!input.destructive) {
+      await recordConnectionChange(
+        tx,
+        workspace,
+        `${connection.name}.${input.tool}`,
+        { kind: "tool_override.not_destructive", before: { override: previous?.destructive ?? null }, after: { override: false } },
+        by,
+      );
+    }
+  }, LOCKING_TX_OPTIONS);
   return connection;
 }
 
-/** Removes an override: the tool's own annotations decide again. NotFound when there was none. */
+/**
+ * Removes an override: the tool's own annotations decide again. NotFound when there was none.
+ * Clearing a `destructive: true` override can let the tool's calls through unheld (its
+ * annotations may say otherwise): that needs the hold authority (owner-only) and is recorded.
+ */
 export async function clearToolOverride({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName }), raw);
-  const connection = await connectionFor(db, authz, input.connectionId, "update");
-  const { count } = await db.prisma.connectionToolOverride.deleteMany({ where: { connectionId: connection.id, tool: input.tool } });
-  if (count === 0) throw new NotFoundError("ToolAnnotationOverride", input.tool);
+  const { connection, workspace } = await connectionInWorkspaceFor(db, authz, input.connectionId, "update");
+  await db.prisma.$transaction(async (tx) => {
+    await lockWorkspace(tx, workspace.id);
+    const previous = await tx.connectionToolOverride.findUnique({ where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } } });
+    if (!previous) throw new NotFoundError("ToolAnnotationOverride", input.tool);
+    if (previous.destructive) await requireHoldAuthority(authz, workspace);
+    await tx.connectionToolOverride.delete({ where: { id: previous.id } });
+    if (previous.destructive) {
+      await recordConnectionChange(
+        tx,
+        workspace,
+        `${connection.name}.${input.tool}`,
+        { kind: "tool_override.cleared", before: { override: true }, after: { override: null } },
+        authz.viewer!.userId,
+      );
+    }
+  }, LOCKING_TX_OPTIONS);
   return connection;
 }
 

@@ -16,6 +16,7 @@ import { LOCKING_TX_OPTIONS, type Tx } from "../../infra/db.js";
 import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Prisma } from "../../generated/prisma/client.js";
+import { recordHoldAuthorityChange } from "../hold-authority.js";
 
 /**
  * Approval policies over GraphQL's services (seed 003, "Approval policies"): managed under
@@ -248,6 +249,18 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
           ...(rules !== undefined ? { rules: rules as Prisma.InputJsonValue } : {}),
         },
       });
+      if (locked.enabled && !policy.enabled) {
+        // Owner-only already ((approval_policy, manage)); recorded as a hold-lifting change.
+        await recordHoldAuthorityChange(tx, {
+          orgId: workspace.orgId,
+          workspace,
+          kind: "approval_policy.disabled",
+          subject: policy.name,
+          before: { enabled: true, revision: locked.revision },
+          after: { enabled: false, revision: policy.revision },
+          actorUserId: authz.viewer!.userId,
+        });
+      }
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
       return { policy, invalidated };
     }, LOCKING_TX_OPTIONS);
@@ -272,6 +285,15 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
       throw new ConflictError(`The policy is at revision ${locked.revision}, not ${input.expectedRevision}.`, locked.revision);
     }
     await tx.approvalPolicy.delete({ where: { id: locked.id } });
+    await recordHoldAuthorityChange(tx, {
+      orgId: workspace.orgId,
+      workspace,
+      kind: "approval_policy.deleted",
+      subject: locked.name,
+      before: { enabled: locked.enabled, revision: locked.revision },
+      after: {},
+      actorUserId: authz.viewer!.userId,
+    });
     const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
     return { policy: locked, invalidated };
   }, LOCKING_TX_OPTIONS);

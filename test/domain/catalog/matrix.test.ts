@@ -25,6 +25,7 @@ const EXPECTED: Record<string, readonly string[]> = {
   resource_policy: ["create", "read", "update", "delete"],
   approval_policy: ["read", "manage"],
   gateway_policy: ["read", "manage"],
+  hold_authority: ["read", "change"],
   approval_request: ["read", "decide"],
   virtual_key: ["create", "read", "revoke"],
   connection: ["create", "read", "update", "delete"],
@@ -82,12 +83,12 @@ describe("the validity matrix", () => {
   it("authz groups are accepted by stack, cloud_integration and the workspace-scoped families only", () => {
     const withGroups = RESOURCE_TYPES.filter((rt) => FAMILIES[rt].supportsAuthzGroup);
     expect(withGroups).toEqual([
-      "stack", "cloud_integration", "workspace", "approval_policy", "gateway_policy", "approval_request", "virtual_key", "connection",
+      "stack", "cloud_integration", "workspace", "approval_policy", "gateway_policy", "hold_authority", "approval_request", "virtual_key", "connection",
     ]);
   });
 
   it("the workspace-scoped families are matched by the WORKSPACE name", () => {
-    for (const rt of ["workspace", "approval_policy", "gateway_policy", "approval_request", "virtual_key", "connection"] as const) {
+    for (const rt of ["workspace", "approval_policy", "gateway_policy", "hold_authority", "approval_request", "virtual_key", "connection"] as const) {
       expect(FAMILIES[rt].matchValue).toBe("workspace name");
     }
     expect(FAMILIES.label.matchValue).toBe("label KEY");
