@@ -87,6 +87,8 @@ export const WEBHOOK_EVENT_READ_RULES: Readonly<Record<WebhookEventType, EventRe
   "approval_request.decided": inWorkspace("approval_request", "approval_request"),
   "workspace.tier_changed": inWorkspace("workspace"),
   "gateway_policy.saved": inWorkspace("gateway_policy"),
+  // HoldAuthorityChange is read under (hold_authority, read) (Workspace.holdAuthorityChanges).
+  "hold_authority.changed": inWorkspace("hold_authority"),
 };
 
 /** What a reader sees of a queued event: the payload (parts it may not read removed), or why it sees nothing. */

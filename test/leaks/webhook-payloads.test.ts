@@ -135,6 +135,12 @@ const PRODUCERS: Record<WebhookEventType, (p: Place) => Promise<void>> = {
     const current = await t.db.prisma.workspace.findUniqueOrThrow({ where: { id: p.workspace.id } });
     must(await t.gql(`mutation($input: UpdateWorkspaceInput!) { updateWorkspace(input: $input) { __typename ${ERROR_FIELDS} } }`, { input: { id: p.workspace.id, production: !current.production } }, p.actor.token), "updateWorkspace");
   },
+  // Turning the tier off lets destructive calls through: the owner's change, recorded and sent.
+  "hold_authority.changed": async (p) => {
+    for (const production of [true, false]) {
+      must(await t.gql(`mutation($input: UpdateWorkspaceInput!) { updateWorkspace(input: $input) { __typename ${ERROR_FIELDS} } }`, { input: { id: p.workspace.id, production } }, p.actor.token), "updateWorkspace");
+    }
+  },
   "gateway_policy.saved": async (p) => {
     const rule = uniq("rule");
     p.marks.push(rule);
@@ -186,6 +192,7 @@ describe("webhook payloads carry only what the owner may read", () => {
           { resourceType: "workspace", action: "read", resourcePattern: "seen-%" },
           { resourceType: "approval_request", action: "read", resourcePattern: "seen-%" },
           { resourceType: "gateway_policy", action: "read", resourcePattern: "seen-%" },
+          { resourceType: "hold_authority", action: "read", resourcePattern: "seen-%" },
         ]);
         if (format === "SLACK") await t.gql(`mutation($input: UpdateWebhookInput!) { updateWebhook(input: $input) { __typename } }`, { input: { id: webhookId, format: "SLACK" } }, owner.token);
         const seenActor = await addMember(t.db, org.orgId, { name: uniq("seen-actor"), superAdmin: true });
