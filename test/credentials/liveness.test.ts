@@ -241,7 +241,8 @@ export const CREDENTIAL_KINDS: CredentialKind[] = [
     },
     use: async (tn, m: { webhook: { id: string }; url: string }) => {
       const eventId = `evt-${++counter}`;
-      const body = { id: eventId, type: "plan.needs_approvals", organizationId: tn.org.orgId, data: {} };
+      // An event of the tenant's workspace, which the webhook's owner (the issuer, an admin) may read.
+      const body = { id: eventId, type: "plan.needs_approvals", organizationId: tn.org.orgId, data: { plan: { workspace: { id: tn.workspace.id, name: tn.workspace.name } } } };
       await world.db.prisma.webhookDelivery.create({
         data: { orgId: tn.org.orgId, webhookId: m.webhook.id, eventId, eventType: "plan.needs_approvals", payload: body },
       });

@@ -136,6 +136,15 @@ const TOOLS = `query($w: ID!) { toolConnections(workspaceId: $w) { id tools { __
 let seq = 0;
 const next = () => `c${++seq}`;
 
+/**
+ * A queued event of the side's workspace, as enqueueWebhookEvent writes it: a delivery is sent
+ * only with what its webhook's owner (the org's admin here) may read, so it names a workspace.
+ */
+const planEvent = (org: OrgFixture) => {
+  const side = [strict, open].find((x) => x.org.orgId === org.orgId)!;
+  return { type: "plan.needs_approvals", organizationId: org.orgId, data: { plan: { workspace: { id: side.workspaceId, name: "outbound-prod" } } } };
+};
+
 for (const flagOn of [false, true]) {
   const s = () => (flagOn ? open : strict);
   describe(`with the operator's flags ${flagOn ? "on" : "off"}`, () => {
@@ -188,8 +197,8 @@ for (const flagOn of [false, true]) {
       const before = hole.connections();
       const ids = new Map<string, Form>();
       for (const form of refusedAtConnect()) {
-        const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: urlOf(form.host), events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test") } });
-        const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: { type: "plan.needs_approvals" } } });
+        const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: urlOf(form.host), events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test"), createdById: org.adminId } });
+        const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: planEvent(org) } });
         ids.set(row.id, form);
       }
       while ((await worker.tick()) > 0);
@@ -238,7 +247,7 @@ describe("a name is judged by what it resolves to, at connect time", () => {
       const saved = (await t.gql(CREATE_HOOK, { input: { url: urlOf(name), events: ["PLAN_NEEDS_APPROVALS"] } }, org.adminToken)).data.createWebhook;
       expect(saved.__typename).toBe("MutationCreateWebhookSuccess");
       const webhookId = saved.data.webhook.id;
-      const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId, eventId: `e-${webhookId}`, eventType: "plan.needs_approvals", payload: { type: "plan.needs_approvals" } } });
+      const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId, eventId: `e-${webhookId}`, eventType: "plan.needs_approvals", payload: planEvent(org) } });
       await createWebhookWorker({ db: t.db, config: t.config, logger: createLogger("silent") }).tick();
       const after = await t.db.prisma.webhookDelivery.findUniqueOrThrow({ where: { id: row.id } });
       const conn = (await t.gql(CREATE_CONN, { input: { workspaceId, name: next(), provider: "github", url: urlOf(name) } }, org.adminToken)).data.createToolConnection;
@@ -271,8 +280,8 @@ describe("a redirect does not escape the policy", () => {
     const port = (redirector.address() as net.AddressInfo).port;
     try {
       const before = hole.connections();
-      const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: `http://127.0.0.1:${port}/302`, events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test") } });
-      const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: { type: "plan.needs_approvals" } } });
+      const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: `http://127.0.0.1:${port}/302`, events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test"), createdById: org.adminId } });
+      const row = await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: planEvent(org) } });
       await createWebhookWorker({ db: t.db, config: t.config, logger: createLogger("silent") }).tick();
       expect(await t.db.prisma.webhookDelivery.findUniqueOrThrow({ where: { id: row.id } })).toMatchObject({ responseCode: 302, lastError: "HTTP 302" });
       const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, addresses: { allowPrivate: true }, defaultTimeoutMs: 2_000 });
@@ -299,8 +308,8 @@ describe("the listener is reachable (the no-connection assertions above could fa
     const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, addresses: { allowPrivate: true }, defaultTimeoutMs: 2_000 });
     for (const form of loopback) {
       const before = hole.connections();
-      const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: urlOf(form.host), events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test") } });
-      await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: { type: "plan.needs_approvals" } } });
+      const hook = await t.db.prisma.webhook.create({ data: { orgId: org.orgId, url: urlOf(form.host), events: ["plan.needs_approvals"], format: "json", secretSealed: sealWebhookSecret(SECRET_KEY, "whsec_test"), createdById: org.adminId } });
+      await t.db.prisma.webhookDelivery.create({ data: { orgId: org.orgId, webhookId: hook.id, eventId: `e-${hook.id}`, eventType: "plan.needs_approvals", payload: planEvent(org) } });
       await worker.tick();
       const conn = await t.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId, name: next(), provider: "github", url: urlOf(form.host) } });
       await pool.call(conn, "x", {}).catch(() => {});
