@@ -6,17 +6,23 @@
 // object is read scoped to that org (NotFoundError when absent or foreign), and only then is the
 // permission on that object checked. test/foreign-ids.test.ts calls every mutation with an ID
 // argument as a member of another organization and expects NotFoundError from each.
+//
+// The permission is decided by Authz.authorize, i.e. decideAction (src/domain/catalog/check.ts):
+// an object its family finds under read (findRule) is NotFound to a principal holding the action
+// but not read on it — the same decision the check API answers with (READ_MISSING).
 
 import type { Authz } from "../authz/authz.js";
 import type { Target } from "../domain/catalog/check.js";
+import { NotFoundError } from "../errors.js";
 
 export async function findThenAuthorize<T>(
   authz: Authz,
   find: (orgId: string) => Promise<T>,
   permission: Target | ((found: T) => Target) | null,
+  notFound: (found: T) => Error = () => new NotFoundError("Resource", "requested"),
 ): Promise<T> {
   await authz.requireMember();
   const found = await find(authz.viewer!.orgId);
-  if (permission) await authz.require(typeof permission === "function" ? permission(found) : permission);
+  if (permission) await authz.authorize(typeof permission === "function" ? permission(found) : permission, () => notFound(found));
   return found;
 }
