@@ -8,8 +8,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-const CREATE_PARENT: any = { workspace: "stack", cloud_integration: "stack" };
-import { FAMILIES, RESOURCE_TYPES, type ConcreteResourceType } from "../../src/domain/catalog/index.js";
+import { CREATE_PARENT, FAMILIES, RESOURCE_TYPES, type Action, type ConcreteResourceType } from "../../src/domain/catalog/index.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { CHECK } from "./queries.js";
@@ -521,13 +520,15 @@ describe("the table covers the catalog", () => {
 
 // ── Principals: small generated roles over patterns and authz groups ──────────────────
 
-type Grant = { resourceType: string; action: string; resourcePattern?: string; authzGroup?: string };
+/** A grant as the fixture takes it. */
+type Grant = NonNullable<NonNullable<Parameters<typeof addMember>[2]>["grants"]>[number];
 /** One grant's targeting, or absent. */
 const TARGETINGS = ["absent", "any", "team-a", "other", "group"] as const;
 type Targeting = (typeof TARGETINGS)[number];
 
-function grantOf(rt: ConcreteResourceType, action: string, how: Targeting): Grant | null {
+function grantOf(rt: ConcreteResourceType, a: string, how: Targeting): Grant | null {
   const f = FAMILIES[rt];
+  const action = a as Action;
   // A group on a create is refused by the validator and by the table's CHECK: no such grant exists.
   if (how === "absent" || (how === "group" && action === "create")) return null;
   if (how === "any" || (how !== "group" && !f.supportsPattern) || (how === "group" && !f.supportsAuthzGroup)) return { resourceType: rt, action };
@@ -579,7 +580,7 @@ const VERBATIM = [
     grants: [
       { resourceType: "stack", action: "update", resourcePattern: "team-a-%" },
       { resourceType: "stack", action: "read", resourcePattern: "other-%" },
-    ],
+    ] as Grant[],
   },
   {
     rt: "stack" as ConcreteResourceType,
@@ -588,7 +589,7 @@ const VERBATIM = [
     label: "(stack, read_data, team-b-*) alone, self-check by resourceId",
     prefix: "team-b-" as unknown as "team-a-",
     grouped: false,
-    grants: [{ resourceType: "stack", action: "read_data", resourcePattern: "team-b-%" }],
+    grants: [{ resourceType: "stack", action: "read_data", resourcePattern: "team-b-%" }] as Grant[],
     self: true,
   },
 ];

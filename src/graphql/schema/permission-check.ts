@@ -104,30 +104,43 @@ export const roleData = {
   unauthorizedResolver: () => null,
 } as const;
 
+/** The GrantSource fields carrying each type's data, and the rule guarding them. Every field but `kind` is here. */
+export const REVEALING_FIELDS = {
+  role: { fields: ["roleId", "roleKey", "roleName"], guard: roleData },
+  identity_source: { fields: ["bindingId", "identitySourceId", "identitySourceName", "groupKey"], guard: identitySourceData },
+} as const;
+
 /**
  * Which data each way of holding a grant reveals (GrantSourceKind → the types whose read rule
- * guards its fields). test/check/via-redaction.test.ts generates one case per kind from this
- * table and the enum, so a new kind without an entry fails there.
+ * guards its fields). test/check/via-redaction.test.ts generates one case per kind of the
+ * schema's enum from this table, so a new kind without an entry fails there.
  */
-export const VIA_REVEALS: Record<GrantSource["kind"], readonly ("role" | "identity_source")[]> = {
+export const VIA_REVEALS: Record<GrantSource["kind"], readonly (keyof typeof REVEALING_FIELDS)[]> = {
   DIRECT: ["role"],
   SSO_BINDING: ["role", "identity_source"],
   OWNER: [],
+};
+
+const DESCRIPTIONS: Partial<Record<keyof GrantSource, string>> = {
+  bindingId: "SSO_BINDING: the binding.",
+  groupKey: "SSO_BINDING: the group the binding matches.",
 };
 
 const GrantSourceRef = builder.objectRef<GrantSource>("GrantSource").implement({
   description:
     "One way the principal holds a role carrying the grant that matched. The role's id, key and name are null unless the caller may read " +
     "that role ((role, read) or holding it); a binding's details are null without (identity_source, read).",
+  // Every field but kind is some type's data, exposed under that type's guard (REVEALING_FIELDS).
   fields: (t) => ({
     kind: t.field({ type: GrantSourceKindEnum, resolve: (s) => s.kind }),
-    roleId: t.exposeID("roleId", { nullable: true, ...roleData }),
-    roleKey: t.exposeString("roleKey", { nullable: true, ...roleData }),
-    roleName: t.exposeString("roleName", { nullable: true, ...roleData }),
-    bindingId: t.exposeID("bindingId", { nullable: true, description: "SSO_BINDING: the binding.", ...identitySourceData }),
-    identitySourceId: t.exposeID("identitySourceId", { nullable: true, ...identitySourceData }),
-    identitySourceName: t.exposeString("identitySourceName", { nullable: true, ...identitySourceData }),
-    groupKey: t.exposeString("groupKey", { nullable: true, description: "SSO_BINDING: the group the binding matches.", ...identitySourceData }),
+    ...Object.fromEntries(
+      Object.values(REVEALING_FIELDS).flatMap(({ fields, guard }) =>
+        fields.map((name) => {
+          const options = { nullable: true, description: DESCRIPTIONS[name], ...guard } as const;
+          return [name, name.endsWith("Id") ? t.exposeID(name, options) : t.exposeString(name, options)];
+        }),
+      ),
+    ),
   }),
 });
 
