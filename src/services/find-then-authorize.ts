@@ -19,10 +19,14 @@ export async function findThenAuthorize<T>(
   authz: Authz,
   find: (orgId: string) => Promise<T>,
   permission: Target | ((found: T) => Target) | null,
-  notFound: (found: T) => Error = () => new NotFoundError("Resource", "requested"),
+  /** The error for an object the viewer cannot find (its family finds it under read); by default NotFound of its type, naming nothing of the object. */
+  notFound?: (found: T) => Error,
 ): Promise<T> {
   await authz.requireMember();
   const found = await find(authz.viewer!.orgId);
-  if (permission) await authz.authorize(typeof permission === "function" ? permission(found) : permission, () => notFound(found));
+  if (permission) {
+    const target = typeof permission === "function" ? permission(found) : permission;
+    await authz.authorize(target, () => notFound?.(found) ?? new NotFoundError(target.resourceType, "requested"));
+  }
   return found;
 }

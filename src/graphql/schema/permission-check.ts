@@ -1,4 +1,4 @@
-// The permission catalog as a service (issue 15): the check API for runners, CI jobs and
+// The permission catalog as a service: the check API for runners, CI jobs and
 // deployers; the viewerCan objects a dashboard enables its buttons from; who holds a role through
 // direct assignment and through SSO bindings; and which targeting modes each pair accepts.
 // Every answer comes from the one in-memory check (src/domain/catalog/check.ts) and the one
