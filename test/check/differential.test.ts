@@ -422,6 +422,32 @@ const OPERATIONS: Record<string, Op> = {
       return { target: untargeted, run: (tk) => mutation(tk, "deleteRole", "$id: ID!", "id: $id", { id: role.id }) };
     },
   },
+  "role.update": {
+    operation: "updateRole (description only: no tuple changes, so no escalation guard runs)",
+    setup: async (w) => {
+      const role = await t.db.prisma.role.create({ data: { orgId: org.orgId, key: `r-${uid()}`, name: `R ${w.name}` } });
+      return { target: untargeted, run: (tk) => mutation(tk, "updateRole", "$i: UpdateRoleInput!", "input: $i", { i: { id: role.id, description: "edited" } }) };
+    },
+  },
+  "role.assign": {
+    operation: "assignRole (a role with no tuples)",
+    setup: async (w) => {
+      const role = await t.db.prisma.role.create({ data: { orgId: org.orgId, key: `r-${uid()}`, name: `R ${w.name}` } });
+      const m = await addMember(t.db, org.orgId);
+      return { target: untargeted, run: (tk) => mutation(tk, "assignRole", "$r: ID!, $u: ID!", "roleId: $r, userId: $u", { r: role.id, u: m.userId }) };
+    },
+  },
+  "identity_source.sync": {
+    operation: "syncUserGroups",
+    setup: async (w) => {
+      const source = await t.db.prisma.identitySource.create({ data: { orgId: org.orgId, name: `idp ${w.name}` } });
+      const m = await addMember(t.db, org.orgId);
+      return {
+        target: untargeted,
+        run: (tk) => mutation(tk, "syncUserGroups", "$i: SyncUserGroupsInput!", "input: $i", { i: { identitySourceId: source.id, userId: m.userId, groupKeys: ["platform"] } }),
+      };
+    },
+  },
   "identity_source.create": {
     operation: "createIdentitySource",
     setup: async (w) => ({
@@ -497,12 +523,12 @@ const NO_OPERATION: Record<string, string> = {
   "label.update": "checked per protected key inside createStack/updateStack, after (stack, create|update): no operation decides it alone",
   "stack_authz_group.assign": "checked per group inside createStack/updateStack, after (stack, create|update): no operation decides it alone",
   "member.delete": "no operation removes a membership (deactivateMember is (member, update))",
-  "role.update": "updateRole: the role editor's guards (no self-escalation) run with it; covered by test/roles",
-  "role.assign": "assignRole/createGroupBinding: the assignment guards (no self-escalation) run with it; covered by test/roles",
   "identity_source.update": "createGroupBinding/updateGroupBinding also need (role, assign) on every attached role: no operation decides it alone",
-  "identity_source.sync": "syncUserGroups: covered by test/roles",
   "approval_policy.manage": "owner-only: no grant reaches it, only the organization's owner (test/check/check-api.test.ts, OWNER)",
   "gateway_policy.manage": "owner-only: no grant reaches it, only the organization's owner",
+  // Has an operation, not run here: voteOnApprovalRequest needs a tool call held by the gateway
+  // (test/approvals covers who may vote); the check answers (approval_request, decide) on the
+  // workspace, found by the action itself like every workspace-scoped gateway family.
   "approval_request.decide": "voteOnApprovalRequest needs a call held by the gateway: covered by test/approvals",
 };
 
