@@ -1,5 +1,6 @@
 import type { Viewer } from "../auth/authenticate.js";
-import { checkPermission, decideAction, listScope, type Decision, type ListScope, type Target } from "../domain/catalog/check.js";
+import { checkPermission, listScope, type ListScope, type Target } from "../domain/catalog/check.js";
+import { decideAction, type Decision } from "../domain/catalog/decide.js";
 import type { ConcreteAction, ConcreteResourceType } from "../domain/catalog/matrix.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError } from "../errors.js";
 import type { SqlRunner } from "../infra/db.js";
@@ -76,7 +77,7 @@ export class Authz {
 
   /**
    * The operations' decision on a found object (decideAction: find, then act): throws
-   * `notFound()` when the viewer cannot find it (src/domain/catalog/check.ts, findRule),
+   * `notFound()` when the viewer cannot find it (src/domain/catalog/decide.ts, findRule),
    * PermissionDeniedError naming the action's tuple when it can but may not act. The check API
    * answers with the same decideAction.
    */

@@ -7,7 +7,7 @@
 // permission on that object checked. test/foreign-ids.test.ts calls every mutation with an ID
 // argument as a member of another organization and expects NotFoundError from each.
 //
-// The permission is decided by Authz.authorize, i.e. decideAction (src/domain/catalog/check.ts):
+// The permission is decided by Authz.authorize, i.e. decideAction (src/domain/catalog/decide.ts):
 // an object its family finds under read (findRule) is NotFound to a principal holding the action
 // but not read on it — the same decision the check API answers with (READ_MISSING).
 

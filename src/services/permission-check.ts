@@ -1,5 +1,5 @@
 // The check API: may principal P perform (resource_type, action) on resource R?
-// Answered by the decision the operations make (src/domain/catalog/check.ts, decideAction: find
+// Answered by the decision the operations make (src/domain/catalog/decide.ts, decideAction: find
 // the object — under read where its family requires it — then check the action) over the
 // principal loaded the way every request's own principal is loaded (src/authz/principal.ts), with
 // the reason: the grant that matched and every role carrying it, held by direct assignment or
