@@ -1,5 +1,6 @@
 import type { Viewer } from "../auth/authenticate.js";
 import { checkPermission, listScope, type ListScope, type Target } from "../domain/catalog/check.js";
+import { decideAction, type Decision } from "../domain/catalog/decide.js";
 import type { ConcreteAction, ConcreteResourceType } from "../domain/catalog/matrix.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError } from "../errors.js";
 import type { SqlRunner } from "../infra/db.js";
@@ -72,6 +73,21 @@ export class Authz {
     if (result.allowed) return;
     if (result.reason !== "no_grant") throw new NotFoundError("Organization", this.viewer.orgId);
     throw new PermissionDeniedError(result.missing);
+  }
+
+  /**
+   * The operations' decision on a found object (decideAction: find, then act): throws
+   * `notFound()` when the viewer cannot find it (src/domain/catalog/decide.ts, findRule),
+   * PermissionDeniedError naming the action's tuple when it can but may not act. The check API
+   * answers with the same decideAction.
+   */
+  async authorize(target: Target, notFound: () => Error, parent: Target | null = null): Promise<void> {
+    if (!this.viewer) throw new UnauthenticatedError();
+    const decision: Decision = decideAction(await this.principal(), target, parent);
+    if (decision.allowed) return;
+    if (decision.reason === "cannot_find") throw notFound();
+    if (decision.reason !== "no_grant") throw new NotFoundError("Organization", this.viewer.orgId);
+    throw new PermissionDeniedError(decision.missing);
   }
 
   /** The viewer must be an active member of a live org (any signed-in operation). */

@@ -1,5 +1,6 @@
 // The check API: may principal P perform (resource_type, action) on resource R?
-// Answered by the ONE in-memory check (src/domain/catalog/check.ts, checkPermission) over the
+// Answered by the decision the operations make (src/domain/catalog/decide.ts, decideAction: find
+// the object — under read where its family requires it — then check the action) over the
 // principal loaded the way every request's own principal is loaded (src/authz/principal.ts), with
 // the reason: the grant that matched and every role carrying it, held by direct assignment or
 // through an SSO group binding, or the tuple that is missing. Spec: seeds/004 "Authz semantics";
@@ -10,6 +11,8 @@ import { loadPrincipals, type LoadedPrincipal } from "../authz/principal.js";
 import {
   ANY,
   checkPermission,
+  CREATE_PARENT,
+  decideAction,
   familyOf,
   isConcreteResourceType,
   isValidPermission,
@@ -44,7 +47,7 @@ export interface PermissionCheckInput {
   readonly groups?: readonly string[] | null;
 }
 
-export type CheckDecision = "GRANTED" | "SUPER_ADMIN" | "OWNER" | "NO_GRANT" | "NOT_A_MEMBER" | "RESOURCE_NOT_FOUND";
+export type CheckDecision = "GRANTED" | "SUPER_ADMIN" | "OWNER" | "NO_GRANT" | "READ_MISSING" | "NOT_A_MEMBER" | "RESOURCE_NOT_FOUND";
 
 export interface GrantSource {
   readonly kind: "DIRECT" | "SSO_BINDING" | "OWNER";
@@ -79,8 +82,12 @@ interface ParsedCheck {
   readonly resourceId: string | null;
   /** Null until the resource is resolved (by id), or the hypothetical target. */
   target: Target | null;
+  /** A create in a parent (CREATE_PARENT) named by resourceId: the parent's target, once resolved. */
+  parent: Target | null;
   /** The caller could not read the resource, or it does not exist in the caller's org. */
   notFound: boolean;
+  /** A create in a parent named by resourceId: the name to create (null: "any name?"). */
+  readonly createName?: string | null;
 }
 
 /** Families whose resources the check takes by id, and where their match value comes from. */
@@ -129,7 +136,15 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
     const matchValue = c.matchValue ?? null;
     const groups = c.groups ?? null;
     let target: Target | null = null;
-    if (resourceId !== null) {
+    const inParent = action === "create" && CREATE_PARENT[rt] !== undefined;
+    if (resourceId !== null && inParent) {
+      // A create in a stack: resourceId names the stack (found under read, like the create
+      // operation finds it), matchValue the name to create; the groups are the stack's.
+      if (groups !== null) return void at("groups", "one_target", "With a parent's resourceId the groups are the parent's: omit groups.");
+      if (matchValue !== null && [...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
+        return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+      }
+    } else if (resourceId !== null) {
       if (matchValue !== null || groups !== null) {
         return void at("resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
       }
@@ -169,12 +184,17 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
       action: action as ConcreteAction,
       resourceId,
       target,
+      parent: null,
       notFound: false,
+      ...(inParent && resourceId !== null ? { createName: matchValue } : {}),
     });
   });
   if (issues.length > 0) throw new ValidationError(issues);
   return parsed;
 }
+
+/** The resolution key of a parent stack named by a create's resourceId. */
+const PARENT_KEY = "parent:stack";
 
 interface Resolved {
   readonly matchValue: string | null;
@@ -191,13 +211,19 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
   const put = (families: readonly string[], id: string, r: Resolved) => {
     for (const f of families) out.set(`${f}\u0000${id}`, r);
   };
-  const stackIds = idsOf((rt) => rt === "stack");
-  const workspaceIds = idsOf((rt) => rt === "workspace" || WORKSPACE_SCOPED.has(rt));
+  const stackIds = [
+    ...new Set([...idsOf((rt) => rt === "stack"), ...checks.filter((c) => c.createName !== undefined).map((c) => c.resourceId!)]),
+  ];
+  const workspaceIds = [
+    ...new Set(checks.filter((c) => c.resourceId !== null && c.createName === undefined && (c.resourceType === "workspace" || WORKSPACE_SCOPED.has(c.resourceType))).map((c) => c.resourceId!)),
+  ];
   const policyIds = idsOf((rt) => rt === "resource_policy");
   const webhookIds = idsOf((rt) => rt === "webhook");
   const inWorkspace = { select: { name: true, stack: { select: { authzGroups: true } } } } as const;
   const scopedIds = (rt: string) => idsOf((x) => x === rt);
-  const integrationIds = idsOf((rt) => rt === "cloud_integration");
+  const integrationIds = [
+    ...new Set(checks.filter((c) => c.resourceId !== null && c.createName === undefined && c.resourceType === "cloud_integration").map((c) => c.resourceId!)),
+  ];
   const [stacks, workspaces, policies, webhooks, approvalPolicies, requests, keys, connections, integrations] = await Promise.all([
     stackIds.length ? db.prisma.stack.findMany({ where: { orgId, id: { in: stackIds } }, select: { id: true, name: true, authzGroups: true } }) : [],
     workspaceIds.length
@@ -222,7 +248,7 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
       ? db.prisma.cloudIntegration.findMany({ where: { orgId, id: { in: integrationIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
       : [],
   ]);
-  for (const s of stacks) put(["stack"], s.id, { matchValue: s.name, groups: s.authzGroups });
+  for (const s of stacks) put(["stack", PARENT_KEY], s.id, { matchValue: s.name, groups: s.authzGroups });
   for (const w of workspaces) put(["workspace", ...WORKSPACE_SCOPED], w.id, { matchValue: w.name, groups: w.stack.authzGroups });
   for (const p of policies) put(["resource_policy"], p.id, { matchValue: p.name, groups: null });
   for (const h of webhooks) put(["webhook"], h.id, { matchValue: null, groups: null });
@@ -315,15 +341,39 @@ export async function checkPermissions(
 
   // Resources by id: in the caller's org, and readable by the caller (the object is authorized, not the path).
   const resolved = await resolveResources(db, viewer.orgId, parsed);
+  // The caller finds a resource it may read, or one it could itself act on as asked (the same
+  // find the operation would make for the caller: a self-check of (stack, read_data) by id).
   for (const c of parsed) {
     if (c.resourceId === null) continue;
+    if (c.createName !== undefined) {
+      const stack = resolved.get(`${PARENT_KEY}\u0000${c.resourceId}`);
+      if (!stack) {
+        c.notFound = true;
+        continue;
+      }
+      const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
+      const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: c.createName, groups: stack.groups };
+      // The create itself finds the stack under read: so does the caller.
+      if (!checkPermission(caller, parent).allowed) {
+        c.notFound = true;
+        continue;
+      }
+      c.target = target;
+      c.parent = parent;
+      continue;
+    }
     const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
-    const readTarget: Target | null = r ? { resourceType: c.resourceType, action: "read" as ConcreteAction, matchValue: r.matchValue, groups: r.groups } : null;
-    if (!r || !readTarget || !checkPermission(caller, readTarget).allowed) {
+    if (!r) {
       c.notFound = true;
       continue;
     }
-    c.target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
+    const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
+    const readTarget: Target = { ...target, action: "read" as ConcreteAction };
+    if (!checkPermission(caller, readTarget).allowed && !decideAction(caller, target).allowed) {
+      c.notFound = true;
+      continue;
+    }
+    c.target = target;
   }
 
   const principalIds = [...new Set(parsed.map((c) => c.principalId))];
@@ -345,8 +395,8 @@ export async function checkPermissions(
       grant: null,
       sources: [],
       missing: {
-        resourceType: c.resourceType,
-        action: c.action,
+        resourceType: target?.resourceType ?? c.resourceType,
+        action: target?.action ?? c.action,
         matchValue: target?.matchValue ?? null,
         groups: target?.groups ?? null,
       },
@@ -354,8 +404,10 @@ export async function checkPermissions(
     if (c.notFound || c.target === null) return denied("RESOURCE_NOT_FOUND", null);
     const principal = loaded.get(c.principalId);
     if (!principal || !principal.membershipActive) return denied("NOT_A_MEMBER", null);
-    const result = checkPermission(principal, c.target);
+    // The operations' decision: find (under read where the family requires it), then the action.
+    const result = decideAction(principal, c.target, c.parent);
     if (!result.allowed) {
+      if (result.reason === "cannot_find") return denied("READ_MISSING", result.findTarget);
       // The caller is an active member of a live org, so the org-level reasons cannot occur here.
       return denied(result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
     }

@@ -7,7 +7,7 @@ import { AUTHZ_CASES } from "../domain/authz-cases.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { systemRoleId } from "../../src/services/system-roles.js";
-import { checkPermission, compilePrincipal } from "../../src/domain/catalog/index.js";
+import { checkPermission, compilePrincipal, findRule, type Permission } from "../../src/domain/catalog/index.js";
 import { MAX_PERMISSION_CHECKS } from "../../src/services/permission-check.js";
 import { isStorableText } from "../../src/domain/text.js";
 import { CHECK } from "./queries.js";
@@ -33,6 +33,16 @@ async function answers(token: string, checks: Check[]) {
   return r.data as any[];
 }
 
+/**
+ * The case's grant, plus (resource_type, read) where the operations find the object under read
+ * before acting (findRule): the table is about the grant's three conditions, and the check API
+ * answers the operations' decision, which also needs the object found. READ_MISSING is below.
+ */
+const withFind = (grant: Permission, target: { resourceType: string; action: string }): Permission[] =>
+  findRule(target.resourceType as never, target.action as never) === "read"
+    ? [grant, { resourceType: target.resourceType as never, action: "read", resourcePattern: "", authzGroup: "" }]
+    : [grant];
+
 describe("seed 004 Authz semantics: the shared authz case table, through the check API", () => {
   // One member per case, holding exactly the case's grant; the whole table in one batched request.
   // A match value no resource name can carry (a control character) is not typable as input: the
@@ -48,7 +58,7 @@ describe("seed 004 Authz semantics: the shared authz case table, through the che
   let results: any[] = [];
   beforeAll(async () => {
     for (const c of AUTHZ_CASES) {
-      const m = await addMember(t.db, org.orgId, { grants: [c.grant] });
+      const m = await addMember(t.db, org.orgId, { grants: withFind(c.grant, c.target) });
       principals.push(m.userId);
     }
     expect(AUTHZ_CASES.length).toBeLessThanOrEqual(MAX_PERMISSION_CHECKS);
@@ -102,7 +112,7 @@ describe("seed 004 Authz semantics: the shared authz case table, through the che
   );
   it.each(byId.map((c) => [c.name, c] as const))("by resource id: %s", async (_name, c) => {
     const o = await createOrg(t.db);
-    const m = await addMember(t.db, o.orgId, { grants: [c.grant] });
+    const m = await addMember(t.db, o.orgId, { grants: withFind(c.grant, c.target) });
     const name = c.target.matchValue!;
     const groups = [...(c.target.groups ?? [])];
     const stackName = c.target.resourceType === "stack" ? name : "the-stack";
@@ -139,7 +149,7 @@ describe("the permission on the check itself: (member, check)", () => {
   });
 
   it("a service account holding (member, check) checks anyone", async () => {
-    const runner = await addMember(t.db, org.orgId, { grants: [{ resourceType: "member", action: "check" }] });
+    const runner = await addMember(t.db, org.orgId, { grants: [{ resourceType: "member", action: "check" }, { resourceType: "role", action: "read" }] });
     const target = await addMember(t.db, org.orgId, { role: "stack-approver" });
     const r = await answers(runner.token, [{ principalId: target.userId, resourceType: "stack", action: "preview", matchValue: "api", groups: [] }]);
     expect(r[0]).toMatchObject({ allowed: true, decision: "GRANTED", via: [{ kind: "DIRECT", roleKey: "stack-approver" }] });
@@ -332,13 +342,44 @@ describe("reasons: which grant, through which role, direct or SSO binding", () =
   });
 
   it("seed 004 Authz semantics: a targeted grant does NOT satisfy a NULL match value — 'may P deploy anywhere?' needs an untargeted grant", async () => {
-    const m = await addMember(t.db, org.orgId, { grants: [{ resourceType: "stack", action: "deploy", resourcePattern: "team-a-%" }] });
+    const m = await addMember(t.db, org.orgId, {
+      grants: [{ resourceType: "stack", action: "deploy", resourcePattern: "team-a-%" }, { resourceType: "stack", action: "read", resourcePattern: "team-a-%" }],
+    });
     const r = await answers(org.adminToken, [
       { principalId: m.userId, resourceType: "stack", action: "deploy" },
       { principalId: m.userId, resourceType: "stack", action: "deploy", matchValue: "team-a-api" },
     ]);
     expect(r.map((a) => a.allowed)).toEqual([false, true]);
     expect(r[1].grant.resourcePattern).toBe("team-a-*");
+  });
+
+  it("an action the principal holds on a stack it cannot read is READ_MISSING, naming the read tuple: the operation answers NotFound", async () => {
+    const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: `team-a-${randomUUID().slice(0, 8)}`, authzGroups: ["env-prod"] } });
+    const m = await addMember(t.db, org.orgId, {
+      grants: [{ resourceType: "stack", action: "update", resourcePattern: "team-a-%" }, { resourceType: "stack", action: "read", resourcePattern: "other-%" }],
+    });
+    const r = await answers(org.adminToken, [
+      { principalId: m.userId, resourceType: "stack", action: "update", resourceId: stack.id },
+      { principalId: m.userId, resourceType: "stack", action: "update", matchValue: stack.name, groups: ["env-prod"] },
+    ]);
+    for (const a of r) {
+      expect(a).toMatchObject({ allowed: false, decision: "READ_MISSING", grant: null, via: [] });
+      expect(a.missing).toEqual({ resourceType: "stack", action: "read", matchValue: stack.name, groups: ["env-prod"] });
+    }
+    const res = await t.gql(`mutation($i: UpdateStackInput!) { updateStack(input: $i) { __typename } }`, { i: { id: stack.id, description: "x" } }, m.token);
+    expect(res.data.updateStack.__typename).toBe("NotFoundError");
+  });
+
+  it("a create in a stack names the stack by resourceId: read on the stack is needed, as createWorkspace finds it first", async () => {
+    const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: `hidden-${randomUUID().slice(0, 8)}`, authzGroups: ["env-prod"] } });
+    const creator = await addMember(t.db, org.orgId, { grants: [{ resourceType: "workspace", action: "create" }] });
+    const reader = await addMember(t.db, org.orgId, { grants: [{ resourceType: "workspace", action: "create", authzGroup: "" }, { resourceType: "stack", action: "read", authzGroup: "env-prod" }] });
+    const r = await answers(org.adminToken, [
+      { principalId: creator.userId, resourceType: "workspace", action: "create", resourceId: stack.id, matchValue: "payments" },
+      { principalId: reader.userId, resourceType: "workspace", action: "create", resourceId: stack.id, matchValue: "payments" },
+    ]);
+    expect(r.map((a) => a.decision)).toEqual(["READ_MISSING", "GRANTED"]);
+    expect(r[0].missing).toEqual({ resourceType: "stack", action: "read", matchValue: stack.name, groups: ["env-prod"] });
   });
 
   it("seed 004 Authz semantics: the workspace-scoped families are checked by their workspace, with its stack's groups", async () => {

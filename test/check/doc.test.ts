@@ -29,7 +29,8 @@ describe("docs/permissions.md: a runner calling the check API", () => {
     const org = await createOrg(t.db);
     const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: "payments-prod" } });
     const runner = await addMember(t.db, org.orgId, {
-      grants: [{ resourceType: "member", action: "check" }, { resourceType: "stack", action: "read" }],
+      // (role, read): the answer's role names are role data (docs/permissions.md, "The check API").
+      grants: [{ resourceType: "member", action: "check" }, { resourceType: "stack", action: "read" }, { resourceType: "role", action: "read" }],
     });
     const member = await addMember(t.db, org.orgId, { role: "stack-triggerer" });
     // Asynchronously: the server answering curl runs in this very process.

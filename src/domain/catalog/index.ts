@@ -4,5 +4,6 @@ export * from "./matrix.js";
 export * from "./pattern.js";
 export * from "./validate.js";
 export * from "./check.js";
+export * from "./decide.js";
 export * from "./system-roles.js";
 export * from "./targeting.js";

@@ -42,7 +42,8 @@ const PermissionCheckInputRef = builder.inputType("PermissionCheckInput", {
   description:
     "One check: may principalId perform (resourceType, action) on the resource? Name the resource by resourceId " +
     "(stack, workspace, resource_policy, approval_policy, approval_request, virtual_key, connection — or a workspace's id for " +
-    "the workspace-scoped families — and webhook), or describe it by matchValue and groups (a name to create, a label key, " +
+    "the workspace-scoped families — and webhook; for a workspace or cloud_integration create, the stack's id with matchValue the name " +
+    "to create), or describe it by matchValue and groups (a name to create, a label key, " +
     "a runner group name); neither asks \"anywhere?\", which only an untargeted grant satisfies.",
   fields: (t) => ({
     principalId: t.id({ description: "The user checked; yourself when omitted. Anyone else needs (member, check)." }),
@@ -61,6 +62,12 @@ const DecisionEnum = builder.enumType("PermissionCheckDecision", {
     SUPER_ADMIN: { description: "The principal is a super admin of this organization." },
     OWNER: { description: "The principal owns this personal organization (admin implicitly)." },
     NO_GRANT: { description: "No grant of the principal's reaches the target: see missing." },
+    READ_MISSING: {
+      description:
+        "The principal holds the action but cannot find the resource: the operation looks it up first, under (resource_type, read) " +
+        "for stacks, cloud integrations and resource policies (and for a create in a stack, read on that stack), and answers NotFound. " +
+        "missing is the read tuple to grant.",
+    },
     NOT_A_MEMBER: { description: "The principal is not an active member of this organization (or no such user)." },
     RESOURCE_NOT_FOUND: { description: "No such resource in this organization that the caller may read." },
   } satisfies Record<CheckDecision, unknown>,
@@ -74,17 +81,67 @@ const GrantSourceKindEnum = builder.enumType("GrantSourceKind", {
   },
 });
 
+// ── Redaction: what a way of holding a role reveals, and who may see it ──────────────
+
+const READ_IDENTITY = { permission: { resourceType: "identity_source", action: "read", matchValue: null, groups: null } } as const;
+
+/**
+ * A field carrying identity-source data (a binding's id, its identity source, its group key):
+ * null unless the caller holds (identity_source, read), as the IdentitySource and
+ * IdentityGroupBinding types themselves require. The one rule RoleHolding (Role.effectiveMembers)
+ * and GrantSource (checkPermissions.via) share.
+ */
+export const identitySourceData = { authScopes: READ_IDENTITY, unauthorizedResolver: () => null } as const;
+
+/**
+ * A field naming a role (its id, key, name): null unless the caller may read that role — the
+ * Role type's own rule (src/graphql/schema/access.ts): (role, read), or the caller holds it.
+ */
+export const roleData = {
+  authScopes: async (s: { roleId: string | null }, _args: unknown, ctx: Context) =>
+    s.roleId === null ||
+    (await ctx.authz.can({ resourceType: "role", action: "read", matchValue: null, groups: null })) ||
+    (await ctx.authz.requireMember().then((p) => p.roleIds.includes(s.roleId!), () => false)),
+  unauthorizedResolver: () => null,
+} as const;
+
+/** The GrantSource fields carrying each type's data, and the rule guarding them. Every field but `kind` is here. */
+export const REVEALING_FIELDS = {
+  role: { fields: ["roleId", "roleKey", "roleName"], guard: roleData },
+  identity_source: { fields: ["bindingId", "identitySourceId", "identitySourceName", "groupKey"], guard: identitySourceData },
+} as const;
+
+/**
+ * Which data each way of holding a grant reveals (GrantSourceKind → the types whose read rule
+ * guards its fields). test/check/via-redaction.test.ts generates one case per kind of the
+ * schema's enum from this table, so a new kind without an entry fails there.
+ */
+export const VIA_REVEALS: Record<GrantSource["kind"], readonly (keyof typeof REVEALING_FIELDS)[]> = {
+  DIRECT: ["role"],
+  SSO_BINDING: ["role", "identity_source"],
+  OWNER: [],
+};
+
+const DESCRIPTIONS: Partial<Record<keyof GrantSource, string>> = {
+  bindingId: "SSO_BINDING: the binding.",
+  groupKey: "SSO_BINDING: the group the binding matches.",
+};
+
 const GrantSourceRef = builder.objectRef<GrantSource>("GrantSource").implement({
-  description: "One way the principal holds a role carrying the grant that matched.",
+  description:
+    "One way the principal holds a role carrying the grant that matched. The role's id, key and name are null unless the caller may read " +
+    "that role ((role, read) or holding it); a binding's details are null without (identity_source, read).",
+  // Every field but kind is some type's data, exposed under that type's guard (REVEALING_FIELDS).
   fields: (t) => ({
     kind: t.field({ type: GrantSourceKindEnum, resolve: (s) => s.kind }),
-    roleId: t.exposeID("roleId", { nullable: true }),
-    roleKey: t.exposeString("roleKey", { nullable: true }),
-    roleName: t.exposeString("roleName", { nullable: true }),
-    bindingId: t.exposeID("bindingId", { nullable: true, description: "SSO_BINDING: the binding." }),
-    identitySourceId: t.exposeID("identitySourceId", { nullable: true }),
-    identitySourceName: t.exposeString("identitySourceName", { nullable: true }),
-    groupKey: t.exposeString("groupKey", { nullable: true, description: "SSO_BINDING: the group the binding matches." }),
+    ...Object.fromEntries(
+      Object.values(REVEALING_FIELDS).flatMap(({ fields, guard }) =>
+        fields.map((name) => {
+          const options = { nullable: true, description: DESCRIPTIONS[name], ...guard } as const;
+          return [name, name.endsWith("Id") ? t.exposeID(name, options) : t.exposeString(name, options)];
+        }),
+      ),
+    ),
   }),
 });
 
@@ -131,7 +188,7 @@ builder.queryField("checkPermissions", (t) =>
     authScopes: { authenticated: true },
     errors: { types: [ValidationError, PermissionDeniedError, NotFoundError, UnauthenticatedError] },
     description:
-      `Answers up to ${MAX_PERMISSION_CHECKS} checks with the in-memory check the API authorizes itself with, each with its reason. ` +
+      `Answers up to ${MAX_PERMISSION_CHECKS} checks with the decision the operations make (find the resource, then check the action), each with its reason. ` +
       "Checking anyone but yourself needs (member, check). A resource must be of your organization and readable by you; " +
       "another organization's principal or resource is answered exactly like one that does not exist.",
     args: { checks: t.arg({ type: [PermissionCheckInputRef], required: true }) },
@@ -235,16 +292,15 @@ interface EffectiveMember {
   via: Holding[];
 }
 
-const READ_IDENTITY = { permission: { resourceType: "identity_source", action: "read", matchValue: null, groups: null } } as const;
 const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
 
 const RoleHoldingRef = builder.objectRef<Holding>("RoleHolding").implement({
   description: "How a member holds a role. The binding's details are identity-source data: null without (identity_source, read).",
   fields: (t) => ({
     kind: t.field({ type: GrantSourceKindEnum, resolve: (h) => h.kind }),
-    bindingId: t.exposeID("bindingId", { nullable: true, authScopes: READ_IDENTITY, unauthorizedResolver: () => null }),
-    identitySourceName: t.exposeString("identitySourceName", { nullable: true, authScopes: READ_IDENTITY, unauthorizedResolver: () => null }),
-    groupKey: t.exposeString("groupKey", { nullable: true, authScopes: READ_IDENTITY, unauthorizedResolver: () => null }),
+    bindingId: t.exposeID("bindingId", { nullable: true, ...identitySourceData }),
+    identitySourceName: t.exposeString("identitySourceName", { nullable: true, ...identitySourceData }),
+    groupKey: t.exposeString("groupKey", { nullable: true, ...identitySourceData }),
   }),
 });
 
