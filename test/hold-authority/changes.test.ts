@@ -16,7 +16,8 @@ import { APPROVAL_SECRET, createWorld, TWO_REVIEWERS, type World } from "../appr
 
 let w: World;
 let upstream: Upstream;
-const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, defaultTimeoutMs: 5_000 });
+// The upstreams run on 127.0.0.1: the operator allows private addresses for them here.
+const pool = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, addresses: { allowPrivate: true }, defaultTimeoutMs: 5_000 });
 const roles: Record<string, MemberFixture> = {};
 
 beforeAll(async () => {

@@ -37,7 +37,7 @@ async function recordingReceiver() {
 }
 
 beforeAll(async () => {
-  t = await startTestApp({ env: { COUNTERSIGN_APPROVAL_SECRET: SECRET } });
+  t = await startTestApp({ env: { COUNTERSIGN_APPROVAL_SECRET: SECRET, COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1" } });
   org = await createOrg(t.db);
   const stack = await t.db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${t.schemaName}`, authzGroups: [] } });
   workspaceId = (await t.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod", production: true } })).id;
