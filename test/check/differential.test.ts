@@ -526,6 +526,10 @@ const NO_OPERATION: Record<string, string> = {
   "identity_source.update": "createGroupBinding/updateGroupBinding also need (role, assign) on every attached role: no operation decides it alone",
   "approval_policy.manage": "owner-only: no grant reaches it, only the organization's owner (test/check/check-api.test.ts, OWNER)",
   "gateway_policy.manage": "owner-only: no grant reaches it, only the organization's owner",
+  "hold_authority.change": "owner-only: no grant reaches it, only the organization's owner (test/hold-authority runs every change as every role)",
+  // Has an operation, not run here: Workspace.holdAuthorityChanges answers null, not an error, to a
+  // reader without the grant, so "allowed" is not an error here; test/hold-authority covers who reads it.
+  "hold_authority.read": "read as the field Workspace.holdAuthorityChanges, null without the grant: covered by test/hold-authority",
   // Has an operation, not run here: voteOnApprovalRequest needs a tool call held by the gateway
   // (test/approvals covers who may vote); the check answers (approval_request, decide) on the
   // workspace, found by the action itself like every workspace-scoped gateway family.
