@@ -215,7 +215,8 @@ export const CREDENTIAL_KINDS: CredentialKind[] = [
         serviceToken: SERVICE_TOKEN,
         intervalMs: 0,
         fetch: async (_url, init) => {
-          body = JSON.parse(String(init?.body));
+          // The tick may also retry an earlier case's due job: keep only this held call's request.
+          if (String(init?.body).includes(h.approvalId)) body = JSON.parse(String(init?.body));
           return new Response(JSON.stringify({ error: "not_ready" }), { status: 503 });
         },
       });
