@@ -11,7 +11,7 @@ import dns from "node:dns/promises";
 import http from "node:http";
 import net from "node:net";
 import os from "node:os";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ADDRESS_RANGES, embedIPv4, judgeAddress, type AddressVerdict } from "../../src/domain/address-policy.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { createLogger } from "../../src/infra/logger.js";
@@ -19,6 +19,10 @@ import { createWebhookWorker } from "../../src/services/webhook-delivery.js";
 import { sealWebhookSecret } from "../../src/services/webhooks.js";
 import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
+
+// Each case runs every address form through several surfaces (about a hundred operations):
+// more than the default 30 s on a loaded machine.
+vi.setConfig({ testTimeout: 120_000 });
 
 const SECRET_KEY = randomBytes(32).toString("hex");
 const APPROVAL_SECRET = "outbound-test-approval-secret-0123456789";
