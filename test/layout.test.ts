@@ -257,67 +257,59 @@ describe("source layout", () => {
 // ── The checker can fail ─────────────────────────────────────────────────────────────────
 
 describe("the layout checker", () => {
-  function tree(files: Record<string, string>): string {
+  /** The import edges of a src tree made of these files (written to a temporary folder, then removed). */
+  function edgesOf(files: Record<string, string>): Edge[] {
     const root = mkdtempSync(join(tmpdir(), "layout-"));
-    for (const [path, text] of Object.entries(files)) {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), text);
+    try {
+      for (const [path, text] of Object.entries(files)) {
+        mkdirSync(dirname(join(root, path)), { recursive: true });
+        writeFileSync(join(root, path), text);
+      }
+      return importEdges(root);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
-    return root;
   }
 
   it("reports the path of a cycle made of type-only imports", () => {
-    const root = tree({
+    const edges = edgesOf({
       "app.ts": 'import { createServices } from "./services/index.js";\nexport interface AppDeps { a: 1 }\n',
       "services/index.ts": 'import type { AppDeps } from "../app.js";\nimport { h } from "../dashboard/http.js";\nexport type HttpHandler = () => void;\n',
       "dashboard/http.ts": 'import type {\n  HttpHandler,\n} from "../services/index.js";\nexport const h = 1;\n',
       "domain/x.ts": '// import { y } from "../app.js";\nexport const s = "import(\\"../app.js\\")";\n',
     });
-    try {
-      const edges = importEdges(root);
-      expect(edges).toHaveLength(4);
-      expect(edges.filter((e) => e.typeOnly).map((e) => e.from).sort()).toEqual(["dashboard/http.ts", "services/index.ts"]);
-      expect(findCycle(edges)).toEqual(["app.ts", "services/index.ts", "app.ts"]);
-      expect(violations(edges)).toEqual(["dashboard/http.ts -> services/index.ts", "services/index.ts -> app.ts", "services/index.ts -> dashboard/http.ts"]);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    expect(edges).toHaveLength(4);
+    expect(edges.filter((e) => e.typeOnly).map((e) => e.from).sort()).toEqual(["dashboard/http.ts", "services/index.ts"]);
+    expect(findCycle(edges)).toEqual(["app.ts", "services/index.ts", "app.ts"]);
+    expect(violations(edges)).toEqual(["dashboard/http.ts -> services/index.ts", "services/index.ts -> app.ts", "services/index.ts -> dashboard/http.ts"]);
   });
 
   it("a file entry allows that file alone, and edge/ is app.ts's only", () => {
-    const root = tree({
+    const edges = edgesOf({
       "edge/a.ts": 'import type { Context } from "../graphql/context.js";\nimport { schema } from "../graphql/schema/index.js";\n',
       "edge/b.ts": 'import { contextOf } from "../graphql/context.js";\nimport type { X } from "../graphql/contexts.js";\n',
       "services/c.ts": 'import { TokenBuckets } from "../edge/rate-limit.js";\n',
       "app.ts": 'import { createOperatorControls } from "./edge/operator.js";\n',
     });
-    try {
-      expect(violations(importEdges(root))).toEqual([
-        "edge/a.ts -> graphql/schema/index.ts",
-        "edge/b.ts -> graphql/context.ts",
-        "edge/b.ts -> graphql/contexts.ts",
-        "services/c.ts -> edge/rate-limit.ts",
-      ]);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    expect(violations(edges)).toEqual([
+      "edge/a.ts -> graphql/schema/index.ts",
+      "edge/b.ts -> graphql/context.ts",
+      "edge/b.ts -> graphql/contexts.ts",
+      "services/c.ts -> edge/rate-limit.ts",
+    ]);
   });
 
   it("tells type from value imports for graphql's `type:infra`, and re-exports and dynamic imports count", () => {
-    const root = tree({
+    const edges = edgesOf({
       "graphql/a.ts": 'import type { Db } from "../infra/db.js";\nimport { type Tx, txSql } from "../infra/db.js";\n',
       "graphql/b.ts": 'export { x } from "../workers/runtime.js";\nconst m = await import("../cli/index.js");\n',
       "domain/c.ts": 'import { type A, type B } from "../gateway/x.js";\n',
     });
-    try {
-      expect(violations(importEdges(root))).toEqual([
-        "domain/c.ts -> gateway/x.ts",
-        "graphql/a.ts -> infra/db.ts",
-        "graphql/b.ts -> cli/index.ts",
-        "graphql/b.ts -> workers/runtime.ts",
-      ]);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    expect(violations(edges)).toEqual([
+      "domain/c.ts -> gateway/x.ts",
+      "graphql/a.ts -> infra/db.ts",
+      "graphql/b.ts -> cli/index.ts",
+      "graphql/b.ts -> workers/runtime.ts",
+    ]);
   });
 });
