@@ -15,9 +15,10 @@ import { EpochCache, type PrincipalCache } from "./authz/principal.js";
 import type { Context } from "./graphql/context.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
-import { readBodyWithinLimit } from "./infra/body-limit.js";
-import { createDispatcher, sendJson, type HttpRoute } from "./infra/http.js";
-import { keyLabel, retryAfterSeconds, TokenBuckets } from "./infra/rate-limit.js";
+import { readBodyWithinLimit } from "./edge/body-limit.js";
+import { createDispatcher, sendJson, type HttpRoute } from "./edge/http.js";
+import { keyLabel } from "./edge/rate-limit.js";
+import { retryAfterSeconds, TokenBuckets } from "./infra/token-buckets.js";
 import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
@@ -27,7 +28,7 @@ import type { WebhookWorker } from "./services/webhook-delivery.js";
 import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
-import { createOperatorControls } from "./infra/operator.js";
+import { createOperatorControls } from "./edge/operator.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
 /** Start-up's database work (migrate, system roles, bootstrap or demo org), for main.ts. */
@@ -122,7 +123,7 @@ export function socketSink(
 export function createApp(deps: Infra) {
   const { db, events, logger } = deps;
   const services = createServices(deps);
-  // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/infra/operator.ts).
+  // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/edge/operator.ts).
   const operator = createOperatorControls(deps);
 
   // Principals kept across requests under the authz epoch each request reads with its token.

@@ -12,7 +12,7 @@ import { createLogger } from "./infra/logger.js";
 const { config, generated } = await withLocalSecrets(loadConfig());
 const logger = createLogger(config.logLevel);
 if (generated.length > 0) logger.info({ files: generated }, "generated the embedded default's secrets (kept in the data folder, mode 0600)");
-// The last guard: every route answers its own failures (500 with an error id, src/infra/http.ts)
+// The last guard: every route answers its own failures (500 with an error id, src/edge/http.ts)
 // and every worker catches each round; a rejection that still escapes is logged, with an id, and
 // does not end the process and everyone's requests with it (Node's default). A synchronous
 // uncaught exception keeps Node's default: the process state is then unknown.

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { EXPLORER_ASSETS, EXPLORER_START_JS } from "./explorer.js";
 
-/** infra/http.ts's HttpHandler, restated so that dashboard/ imports nothing from the server side. */
+/** edge/http.ts's HttpHandler, restated so that dashboard/ imports nothing from the server side. */
 type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
 
 interface Asset {

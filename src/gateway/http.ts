@@ -48,7 +48,7 @@ export type RateTake = { ok: true } | { ok: false; retryAfterMs: number };
 
 /**
  * Where request allowances are counted, by key (`vkey:<sha256 of the key>`, `addr:<address>`).
- * In-process today (src/infra/rate-limit.ts's TokenBuckets); a shared store (Redis) fits the same
+ * In-process today (src/infra/token-buckets.ts's TokenBuckets); a shared store (Redis) fits the same
  * shape, which is why `take` may answer later.
  */
 export interface GatewayRateLimiter {
@@ -63,10 +63,10 @@ export const RATE_LIMITED_JSONRPC_CODE = -32011;
 /** JSON-RPC code of a refused Origin: the SDK transport's own answer (-32000 on HTTP 403). */
 export const ORIGIN_REFUSED_JSONRPC_CODE = -32000;
 
-/** The credential a route takes (src/infra/http.ts's RouteCredential). */
+/** The credential a route takes (src/edge/http.ts's RouteCredential). */
 export type GatewayRouteCredential = "virtual-key" | "service-token";
 
-/** One of the gateway's routes, as Countersign's route table declares it (src/infra/http.ts's HttpRoute). */
+/** One of the gateway's routes, as Countersign's route table declares it (src/edge/http.ts's HttpRoute). */
 export type GatewayRoute = {
   owner: "gateway";
   methods: readonly string[];

@@ -221,7 +221,7 @@ export class GateHub {
     /** Users and roles whose rows the round read (the rest came from the cache). */
     peopleLoaded: number;
   }[] = [];
-  /** Told of every finished round, with its event-to-delivery time (the metrics, src/infra/metrics.ts). */
+  /** Told of every finished round, with its event-to-delivery time (the metrics, src/edge/metrics.ts). */
   readonly roundListeners = new Set<(round: { evaluations: number; deliveries: number; seconds: number }) => void>();
   /** Per organization with subscribers: principals, users and roles, kept while the authz epoch holds. */
   private readonly caches = new Map<string, OrgCaches>();

@@ -16,7 +16,7 @@ import type { Authz } from "../authz/authz.js";
 import { InvalidStateError, LimitExceededError } from "../errors.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
-import { TokenBuckets, retryAfterSeconds, type Take } from "../infra/rate-limit.js";
+import { TokenBuckets, retryAfterSeconds, type Take } from "../infra/token-buckets.js";
 import { createPersonalOrganization, slugify } from "./accounts.js";
 import { DisplayName } from "./input-rules.js";
 import { parseInput } from "./parse.js";

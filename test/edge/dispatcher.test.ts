@@ -1,10 +1,10 @@
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDispatcher, type HttpRoute } from "../../src/infra/http.js";
+import { createDispatcher, type HttpRoute } from "../../src/edge/http.js";
 import { raw } from "./world.js";
 
 /**
- * The dispatcher the server runs (src/infra/http.ts), on a real port, with routes that fail the
+ * The dispatcher the server runs (src/edge/http.ts), on a real port, with routes that fail the
  * ways a bug would: a handler that throws before answering is answered 500 with an error id that
  * the log line carries too; one that throws mid-answer has its connection closed; neither reaches
  * the process, and the next request is served.

@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, describe, expect, it } from "vitest";
-import type { HttpRoute } from "../../src/infra/http.js";
+import type { HttpRoute } from "../../src/edge/http.js";
 import { MCP_HEADERS, raw, startEdgeWorld, type EdgeWorld } from "./world.js";
 
 /**

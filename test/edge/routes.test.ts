@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import type { HttpRoute } from "../../src/infra/http.js";
+import type { HttpRoute } from "../../src/edge/http.js";
 import { MCP_HEADERS, raw, startEdgeWorld, type EdgeWorld, type RawAnswer } from "./world.js";
 
 /**

@@ -7,7 +7,7 @@ import { Writable } from "node:stream";
 import { createLogger } from "../../src/infra/logger.js";
 import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
-import type { RouteCredential } from "../../src/infra/http.js";
+import type { RouteCredential } from "../../src/edge/http.js";
 import { createOrg } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 

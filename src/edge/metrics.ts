@@ -15,9 +15,9 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { Redis } from "ioredis";
 import type { LiveSockets } from "../auth/live-sockets.js";
 import { bearerFrom } from "../auth/tokens.js";
-import type { Config } from "./config.js";
-import type { Database } from "./db.js";
-import type { EventBus } from "./events.js";
+import type { Config } from "../infra/config.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
 
 const SCRAPE_READ_MS = 2_000;
 /** Distinct operation names kept as labels; any further name is counted as "other". */

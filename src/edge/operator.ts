@@ -12,12 +12,13 @@ import { bearerFrom, hashToken } from "../auth/tokens.js";
 import { AppError } from "../errors.js";
 import type { Context } from "../graphql/context.js";
 import { gateHub } from "../services/gate-live.js";
-import type { Config } from "./config.js";
-import type { Database } from "./db.js";
-import type { EventBus } from "./events.js";
-import type { Logger } from "./logger.js";
+import type { Config } from "../infra/config.js";
+import type { Database } from "../infra/db.js";
+import type { EventBus } from "../infra/events.js";
+import type { Logger } from "../infra/logger.js";
+import { retryAfterSeconds, TokenBuckets } from "../infra/token-buckets.js";
 import { createMetrics } from "./metrics.js";
-import { clientAddress, KnownTokens, keyLabel, rateKeyOf, retryAfterSeconds, TokenBuckets } from "./rate-limit.js";
+import { clientAddress, KnownTokens, keyLabel, rateKeyOf } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
