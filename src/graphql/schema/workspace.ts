@@ -9,6 +9,7 @@ import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { ERRORS, deps, loadUser, notFoundAsNull } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
@@ -27,20 +28,18 @@ import { reservationOptions, type ReservableWorkspace } from "../../services/res
 
 
 /** Reservation options per workspace, batched per request (two queries for a whole list). */
-const optionLoaders = new WeakMap<object, DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>>();
-function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
-  let loader = optionLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader(
-      async (workspaces: readonly ReservableWorkspace[]) => {
+const optionLoaders = perRequest(
+  (ctx: Context) =>
+    new DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>(
+      async (workspaces) => {
         const options = await reservationOptions(deps(ctx), workspaces);
         return workspaces.map((w) => options.get(w.id)!);
       },
       { cacheKeyFn: (w) => w.id },
-    );
-    optionLoaders.set(ctx, loader);
-  }
-  return loader.load(workspace);
+    ),
+);
+function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
+  return optionLoaders.of(ctx).load(workspace);
 }
 
 /** A workspace as the Workspace type holds it: with what its read rule needs. */
