@@ -13,6 +13,7 @@ import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import { EpochCache, type PrincipalCache } from "./authz/principal.js";
 import type { Context } from "./graphql/context.js";
+import { RequestLoaders } from "./graphql/request-loaders.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
@@ -143,6 +144,7 @@ export function createApp(deps: Infra) {
       authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
       config: deps.config,
       upstreams: services.approvals.upstreams,
+      loaders: new RequestLoaders(),
     };
   }
 

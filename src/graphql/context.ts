@@ -5,6 +5,7 @@ import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import type { GatewayUpstreams } from "../services/approvals/keys.js";
+import type { RequestLoaders } from "./request-loaders.js";
 
 /** One per HTTP request and one per subscription operation, built by one factory (app.ts). */
 export interface Context {
@@ -17,6 +18,8 @@ export interface Context {
   config: Config;
   /** The mounted gateway's upstream clients (null when the gateway runs elsewhere): `ToolConnection.tools` reads through them. */
   upstreams: GatewayUpstreams | null;
+  /** This request's loaders (request-loaders.ts), cleared on each event of a subscription. */
+  loaders: RequestLoaders;
   /**
    * Set on a graphql-ws subscription's context (app.ts): its id and a write to its socket, so a
    * shared event result can be sent without the per-subscriber pipeline (shared-events.ts).

@@ -12,21 +12,26 @@ import SchemaBuilder, {
   type SchemaTypes,
 } from "@pothos/core";
 import type { GraphQLFieldResolver } from "graphql";
+import { perRequest, RequestLoaders } from "./request-loaders.js";
 
-const written = new WeakMap<object, WeakSet<object>>();
+/** The objects this request's mutation wrote and returned. */
+const written = perRequest((_ctx: { loaders: RequestLoaders }) => new WeakSet<object>());
+
+/** The plugin is generic over the context: this one carries the request's loaders (app.ts). */
+const hasLoaders = (ctx: unknown): ctx is { loaders: RequestLoaders } =>
+  typeof ctx === "object" && ctx !== null && "loaders" in ctx && ctx.loaders instanceof RequestLoaders;
 
 /**
  * Whether this request's mutation wrote and returned `object` (or carries it in its payload): a
  * writer who may create or update a row without reading it still gets back the row they wrote.
  */
 export function wroteIt(ctx: object, object: unknown): boolean {
-  return typeof object === "object" && object !== null && written.get(ctx)?.has(object) === true;
+  return typeof object === "object" && object !== null && hasLoaders(ctx) && written.of(ctx).has(object);
 }
 
 function markWritten(ctx: object, value: unknown): void {
-  if (typeof value !== "object" || value === null || value instanceof Error) return;
-  let set = written.get(ctx);
-  if (!set) written.set(ctx, (set = new WeakSet()));
+  if (typeof value !== "object" || value === null || value instanceof Error || !hasLoaders(ctx)) return;
+  const set = written.of(ctx);
   set.add(value);
   // A payload ({ policy, invalidatedRequestIds }, { virtualKey, plaintextKey }): the rows it carries.
   for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null && !Array.isArray(inner)) set.add(inner);

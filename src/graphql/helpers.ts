@@ -4,6 +4,7 @@ import DataLoader from "dataloader";
 import { InvalidStateError, NotFoundError } from "../errors.js";
 import type { User } from "../generated/prisma/client.js";
 import type { Context } from "./context.js";
+import { perRequest } from "./request-loaders.js";
 import { COMMON_ERRORS } from "./schema/errors.js";
 
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
@@ -17,18 +18,16 @@ export function notFoundAsNull(error: unknown): null {
 
 // ── Users by id, batched per request ─────────────────────────────────────────────────
 
-const userLoaders = new WeakMap<object, DataLoader<string, User | null>>();
-
-/** A user by id, batched per request (reservations and plans name users without a relation). */
-export function loadUser(ctx: Context, id: string): Promise<User | null> {
-  let loader = userLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader<string, User | null>(async (ids) => {
+const users = perRequest(
+  (ctx: Context) =>
+    new DataLoader<string, User | null>(async (ids) => {
       const rows = await ctx.db.prisma.user.findMany({ where: { id: { in: [...ids] } } });
       const byId = new Map(rows.map((u) => [u.id, u]));
       return ids.map((id) => byId.get(id) ?? null);
-    });
-    userLoaders.set(ctx, loader);
-  }
-  return loader.load(id);
+    }),
+);
+
+/** A user by id, batched per request (reservations and plans name users without a relation). */
+export function loadUser(ctx: Context, id: string): Promise<User | null> {
+  return users.of(ctx).load(id);
 }

@@ -5,6 +5,7 @@ import type { Authz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
 import { stackTarget } from "../authz/targets.js";
 import type { Database } from "../infra/db.js";
+import type { Stack } from "../generated/prisma/client.js";
 import { uniqueViolation } from "./prisma-errors.js";
 
 /** Stack and workspace names: what patterns match, so a small, predictable charset. */
@@ -205,9 +206,7 @@ export async function listStacks(db: Database, authz: Authz, options: { first: n
   const scope = await authz.scope("stack", "read");
   const query = namePageQuery("stack", authz.viewer!.orgId, scope, options.after, options.first + 1);
   if (!query) return { rows: [], hasNextPage: false };
-  const rows = await db.sql.query<StackRow & { createdAt: Date; updatedAt: Date; description: string; outputs: unknown }>(
-    query.text,
-    query.params,
-  );
+  // The page query selects the whole row (t.*).
+  const rows = await db.sql.query<Stack>(query.text, query.params);
   return { rows: rows.slice(0, options.first), hasNextPage: rows.length > options.first };
 }

@@ -6,6 +6,7 @@ import { InvalidStateError, UpstreamUnavailableError } from "../../errors.js";
 import type { ConnectionToolOverride, VirtualKey } from "../../generated/prisma/client.js";
 import DataLoader from "dataloader";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { loadUser } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import {
@@ -42,19 +43,17 @@ export const VirtualKeyRef = builder.prismaObject("VirtualKey", {
   }),
 });
 
-const overrideLoaders = new WeakMap<Context, DataLoader<string, ConnectionToolOverride[]>>();
+const toolOverrides = perRequest(
+  (ctx: Context) =>
+    new DataLoader<string, ConnectionToolOverride[]>(async (ids) => {
+      const rows = await listToolOverrides(ctx.db, ids);
+      return ids.map((id) => rows.filter((r) => r.connectionId === id));
+    }),
+);
 
 /** A connection's overrides, batched per request over every connection of a list. */
 function toolOverridesOf(ctx: Context, connectionId: string): Promise<ConnectionToolOverride[]> {
-  let loader = overrideLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader(async (ids) => {
-      const rows = await listToolOverrides(ctx.db, ids);
-      return ids.map((id) => rows.filter((r) => r.connectionId === id));
-    });
-    overrideLoaders.set(ctx, loader);
-  }
-  return loader.load(connectionId);
+  return toolOverrides.of(ctx).load(connectionId);
 }
 
 const DestructiveSourceRef = builder.enumType("ToolDestructiveSource", {

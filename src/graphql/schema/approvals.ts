@@ -2,6 +2,7 @@ import DataLoader from "dataloader";
 import { resolveArrayConnection } from "@pothos/plugin-relay";
 import { builder } from "../builder.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
@@ -12,7 +13,7 @@ import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDec
 import { workspaceInViewerOrg } from "../../services/approvals/workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { mergeEvents } from "./approvals-events.js";
-import { forgetRuleWorkspaces, readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
+import { readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 // The other held-tool-call modules register themselves through this one import.
 import "./approvals-gateway.js";
 import "./approvals-policies.js";
@@ -39,11 +40,7 @@ type Loaders = {
 
 type VoteRow = { id: string; requestId: string; userId: string; decision: string; comment: string | null; createdAt: Date; user: { id: string; name: string } };
 
-const loaderCache = new WeakMap<Context, Loaders>();
-
-function loaders(ctx: Context): Loaders {
-  const cached = loaderCache.get(ctx);
-  if (cached) return cached;
+const requestLoaders = perRequest((ctx: Context): Loaders => {
   const prisma = ctx.db.prisma;
   const byId = <T extends { id: string }>(ids: readonly string[], rows: T[]) => {
     const map = new Map(rows.map((r) => [r.id, r]));
@@ -57,7 +54,7 @@ function loaders(ctx: Context): Loaders {
     });
     return ids.map((id) => rows.filter((r) => r.requestId === id));
   });
-  const made: Omit<Loaders, "snapshot"> & Partial<Pick<Loaders, "snapshot">> = {
+  return {
     votes,
     delivery: new DataLoader(async (ids) => {
       const rows = await prisma.deliveryJob.findMany({ where: { requestId: { in: [...ids] } } });
@@ -87,28 +84,26 @@ function loaders(ctx: Context): Loaders {
       },
       { cacheKeyFn: (r) => r.id },
     ),
+    snapshot: new DataLoader(
+      async (requests) => {
+        const results: RuleSnapshot[] = new Array(requests.length);
+        const byOrg = new Map<string, number[]>();
+        requests.forEach((r, i) => byOrg.set(r.orgId, [...(byOrg.get(r.orgId) ?? []), i]));
+        for (const [orgId, indexes] of byOrg) {
+          const resolved = await resolvedSnapshots(ctx.db.sql, orgId, indexes.map((i) => requests[i]!.matchedRules as unknown as RuleSnapshot));
+          indexes.forEach((i, k) => (results[i] = resolved[k]!));
+        }
+        return results;
+      },
+      { cacheKeyFn: (r) => r.id },
+    ),
   };
-  made.snapshot = new DataLoader(
-    async (requests) => {
-      const results: RuleSnapshot[] = new Array(requests.length);
-      const byOrg = new Map<string, number[]>();
-      requests.forEach((r, i) => byOrg.set(r.orgId, [...(byOrg.get(r.orgId) ?? []), i]));
-      for (const [orgId, indexes] of byOrg) {
-        const resolved = await resolvedSnapshots(ctx.db.sql, orgId, indexes.map((i) => requests[i]!.matchedRules as unknown as RuleSnapshot));
-        indexes.forEach((i, k) => (results[i] = resolved[k]!));
-      }
-      return results;
-    },
-    { cacheKeyFn: (r) => r.id },
-  );
-  loaderCache.set(ctx, made as Loaders);
-  return made as Loaders;
-}
+});
+const loaders = (ctx: Context): Loaders => requestLoaders.of(ctx);
 
 /** A subscription's context lives across events: forget what it loaded and re-read grants. */
 function refreshForEvent(ctx: Context): void {
-  loaderCache.delete(ctx);
-  forgetRuleWorkspaces(ctx);
+  ctx.loaders.clear();
   ctx.authz.refresh();
 }
 

@@ -5,7 +5,7 @@ import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { notFoundAsNull } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
-import { decodeCursor, encodeCursor } from "./cursor.js";
+import { keysetConnection } from "../keyset.js";
 import {
   CLOUD_INTEGRATION_RULE_INPUTS,
   cloudIntegrationTarget,
@@ -68,19 +68,11 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     description: "The cloud integrations the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
-    resolve: async (_root, args, ctx) => {
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      const page = await listCloudIntegrations(ctx.db, ctx.authz, { first, after: args.after ? decodeCursor(args.after) : null });
-      return {
-        edges: page.rows.map((node) => ({ cursor: encodeCursor(node.name), node })),
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: page.rows[0] ? encodeCursor(page.rows[0].name) : null,
-          endCursor: page.rows.at(-1) ? encodeCursor(page.rows.at(-1)!.name) : null,
-        },
-      };
-    },
+    resolve: (_root, args, ctx) =>
+      keysetConnection(args, "name", async (request) => {
+        const page = await listCloudIntegrations(ctx.db, ctx.authz, request);
+        return { nodes: page.rows, hasNextPage: page.hasNextPage };
+      }),
   }),
 }));
 

@@ -23,31 +23,29 @@ import {
   type Simulation,
 } from "../../services/approvals/gateway-policies.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { ApprovalRuleEffectEnum } from "./approvals-policies.js";
 
 /** The set in force per workspace, batched per request. */
-const setLoaders = new WeakMap<Context, DataLoader<{ id: string; orgId: string }, PolicySetView, string>>();
-function setInForce(ctx: Context, workspace: { id: string; orgId: string }): Promise<PolicySetView> {
-  let loader = setLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader(
-      async (workspaces: readonly { id: string; orgId: string }[]) => {
+const setsInForce = perRequest(
+  (ctx: Context) =>
+    new DataLoader<{ id: string; orgId: string }, PolicySetView, string>(
+      async (workspaces) => {
         const sets = await policySetsInForce(ctx.db, workspaces);
         return workspaces.map((w) => sets.get(w.id)!);
       },
       { cacheKeyFn: (w) => w.id },
-    );
-    setLoaders.set(ctx, loader);
-  }
-  return loader.load(workspace);
+    ),
+);
+function setInForce(ctx: Context, workspace: { id: string; orgId: string }): Promise<PolicySetView> {
+  return setsInForce.of(ctx).load(workspace);
 }
 
 /** The history per workspace, batched per request and per (first, before). */
-const versionLoaders = new WeakMap<Context, Map<string, DataLoader<string, PolicyVersionRow[]>>>();
+const versionLoaders = perRequest((_ctx: Context) => new Map<string, DataLoader<string, PolicyVersionRow[]>>());
 function versionsOf(ctx: Context, workspaceId: string, first: number, before: number | null): Promise<PolicyVersionRow[]> {
-  let byArgs = versionLoaders.get(ctx);
-  if (!byArgs) versionLoaders.set(ctx, (byArgs = new Map()));
+  const byArgs = versionLoaders.of(ctx);
   const argsKey = `${first}:${before ?? ""}`;
   let loader = byArgs.get(argsKey);
   if (!loader) {

@@ -5,6 +5,7 @@
 import DataLoader from "dataloader";
 import { builder } from "../builder.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { loadUser } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import { readableInWorkspace } from "./workspace-rule.js";
@@ -39,10 +40,9 @@ const HoldAuthorityChangeRef = builder.objectRef<HoldAuthorityChangeRow>("HoldAu
 });
 
 /** The newest changes per workspace, batched per request and per `first`. */
-const loaders = new WeakMap<Context, Map<number, DataLoader<string, HoldAuthorityChangeRow[]>>>();
+const changeLoaders = perRequest((_ctx: Context) => new Map<number, DataLoader<string, HoldAuthorityChangeRow[]>>());
 function changesOf(ctx: Context, workspaceId: string, first: number): Promise<HoldAuthorityChangeRow[]> {
-  let byFirst = loaders.get(ctx);
-  if (!byFirst) loaders.set(ctx, (byFirst = new Map()));
+  const byFirst = changeLoaders.of(ctx);
   let loader = byFirst.get(first);
   if (!loader) {
     loader = new DataLoader(async (ids: readonly string[]) => {

@@ -7,6 +7,7 @@
 import DataLoader from "dataloader";
 import { builder } from "../builder.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import {
   FAMILIES,
   PERMISSION_TARGETING,
@@ -312,13 +313,9 @@ const EffectiveMemberRef = builder.objectRef<EffectiveMember>("EffectiveRoleMemb
   }),
 });
 
-const effectiveLoaders = new WeakMap<object, DataLoader<string, EffectiveMember[]>>();
-
-/** Every role's effective members in the caller's org, batched per request: two statements for a whole list. */
-function effectiveMembersOf(ctx: Context, roleId: string): Promise<EffectiveMember[]> {
-  let loader = effectiveLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader<string, EffectiveMember[]>(async (roleIds) => {
+const effectiveMembers = perRequest(
+  (ctx: Context) =>
+    new DataLoader<string, EffectiveMember[]>(async (roleIds) => {
       const orgId = ctx.viewer!.orgId;
       // The one answer to "who holds this role" (src/authz/principal.ts): the same people the check grants.
       const rows = await roleHoldings(ctx.db.sql, orgId, roleIds);
@@ -335,10 +332,12 @@ function effectiveMembersOf(ctx: Context, roleId: string): Promise<EffectiveMemb
         m.via.push({ kind: r.kind, bindingId: r.bindingId, identitySourceId: r.identitySourceId, identitySourceName: r.identitySourceName, groupKey: r.groupKey });
       }
       return roleIds.map((id) => [...out.get(id)!.values()].sort((a, b) => a.user.name.localeCompare(b.user.name) || a.user.id.localeCompare(b.user.id)));
-    });
-    effectiveLoaders.set(ctx, loader);
-  }
-  return loader.load(roleId);
+    }),
+);
+
+/** Every role's effective members in the caller's org, batched per request: two statements for a whole list. */
+function effectiveMembersOf(ctx: Context, roleId: string): Promise<EffectiveMember[]> {
+  return effectiveMembers.of(ctx).load(roleId);
 }
 
 builder.prismaObjectField("Role", "effectiveMembers", (t) =>

@@ -4,7 +4,7 @@
 import { builder, readable } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import type { Context } from "../context.js";
-import { decodeCursor, encodeCursor } from "./cursor.js";
+import { keysetConnection } from "../keyset.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { WorkspaceRef, WORKSPACE_RULE_INPUTS } from "./workspace.js";
@@ -162,24 +162,15 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     description: "The policies the caller may read, by name, filtered in SQL by (resource_policy, read).",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
-    resolve: async (_root, args, ctx) => {
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      const page = await listResourcePolicyIds(ctx.db, ctx.authz, { first, after: args.after ? decodeCursor(args.after) : null });
-      const rows = page.rows.length
-        ? await ctx.db.prisma.resourcePolicy.findMany({ where: { id: { in: page.rows.map((r) => r.id) } } })
-        : [];
-      const byId = new Map(rows.map((r) => [r.id, r]));
-      const nodes = page.rows.map((r) => byId.get(r.id)).filter((r) => r !== undefined);
-      return {
-        edges: nodes.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: nodes[0] ? encodeCursor(nodes[0].name) : null,
-          endCursor: nodes.at(-1) ? encodeCursor(nodes.at(-1)!.name) : null,
-        },
-      };
-    },
+    resolve: (_root, args, ctx) =>
+      keysetConnection(args, "name", async (request) => {
+        const page = await listResourcePolicyIds(ctx.db, ctx.authz, request);
+        const rows = page.rows.length
+          ? await ctx.db.prisma.resourcePolicy.findMany({ where: { id: { in: page.rows.map((r) => r.id) } } })
+          : [];
+        const byId = new Map(rows.map((r) => [r.id, r]));
+        return { nodes: page.rows.map((r) => byId.get(r.id)).filter((r) => r !== undefined), hasNextPage: page.hasNextPage };
+      }),
   }),
 }));
 

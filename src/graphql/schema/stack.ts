@@ -12,7 +12,7 @@ import {
 import { stackTarget } from "../../authz/targets.js";
 import { parseInput } from "../../services/parse.js";
 import { setProtectedLabelKeys, setStackOutputs, StackOutputsInput } from "../../services/labels.js";
-import { decodeCursor, encodeCursor } from "./cursor.js";
+import { keysetConnection } from "../keyset.js";
 
 interface StackOutput {
   name: string;
@@ -81,19 +81,11 @@ builder.queryFields((t) => ({
     authScopes: { authenticated: true },
     description: "The stacks the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
-    resolve: async (_root, args, ctx) => {
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      const page = await listStacks(ctx.db, ctx.authz, { first, after: args.after ? decodeCursor(args.after) : null });
-      return {
-        edges: page.rows.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: page.rows[0] ? encodeCursor(page.rows[0].name) : null,
-          endCursor: page.rows.at(-1) ? encodeCursor(page.rows.at(-1)!.name) : null,
-        },
-      };
-    },
+    resolve: (_root, args, ctx) =>
+      keysetConnection(args, "name", async (request) => {
+        const page = await listStacks(ctx.db, ctx.authz, request);
+        return { nodes: page.rows, hasNextPage: page.hasNextPage };
+      }),
   }),
   stackOutputs: t.field({
     type: [StackOutputRef],

@@ -9,9 +9,10 @@ import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import type { Context } from "../context.js";
+import { perRequest } from "../request-loaders.js";
 import { ERRORS, deps, loadUser, notFoundAsNull } from "../helpers.js";
 import { RoleRef } from "./access.js";
-import { decodeCursor, encodeCursor } from "./cursor.js";
+import { keysetConnection } from "../keyset.js";
 import type { Role, Workspace } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
@@ -27,20 +28,18 @@ import { reservationOptions, type ReservableWorkspace } from "../../services/res
 
 
 /** Reservation options per workspace, batched per request (two queries for a whole list). */
-const optionLoaders = new WeakMap<object, DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>>();
-function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
-  let loader = optionLoaders.get(ctx);
-  if (!loader) {
-    loader = new DataLoader(
-      async (workspaces: readonly ReservableWorkspace[]) => {
+const optionLoaders = perRequest(
+  (ctx: Context) =>
+    new DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>(
+      async (workspaces) => {
         const options = await reservationOptions(deps(ctx), workspaces);
         return workspaces.map((w) => options.get(w.id)!);
       },
       { cacheKeyFn: (w) => w.id },
-    );
-    optionLoaders.set(ctx, loader);
-  }
-  return loader.load(workspace);
+    ),
+);
+function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
+  return optionLoaders.of(ctx).load(workspace);
 }
 
 /** A workspace as the Workspace type holds it: with what its read rule needs. */
@@ -165,35 +164,25 @@ builder.queryFields((t) => ({
       stackId: t.arg.id(),
       includeArchived: t.arg.boolean({ defaultValue: false }),
     },
-    resolve: async (_root, args, ctx, info) => {
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      const page = await listWorkspaceIds(ctx.db, ctx.authz, {
-        first,
-        after: args.after ? decodeCursor(args.after) : null,
-        stackId: args.stackId ? String(args.stackId) : null,
-        includeArchived: args.includeArchived ?? false,
-      });
-      const ids = page.rows.map((r) => r.id);
-      const loaded =
-        ids.length === 0
-          ? []
-          : await ctx.db.prisma.workspace.findMany({
-              ...queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"] }),
-              where: { id: { in: ids } },
-            });
-      const byId = new Map(loaded.map((w) => [w.id, w]));
-      const nodes = ids.map((id) => byId.get(id)).filter((w) => w !== undefined);
-      const last = page.lastScanned ?? nodes.at(-1)?.name ?? null;
-      return {
-        edges: nodes.map((node) => ({ cursor: encodeCursor(node.name), node: node as never })),
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: nodes[0] ? encodeCursor(nodes[0].name) : null,
-          endCursor: last === null ? null : encodeCursor(last),
-        },
-      };
-    },
+    resolve: (_root, args, ctx, info) =>
+      keysetConnection(args, "name", async (request) => {
+        const page = await listWorkspaceIds(ctx.db, ctx.authz, {
+          ...request,
+          stackId: args.stackId ? String(args.stackId) : null,
+          includeArchived: args.includeArchived ?? false,
+        });
+        const ids = page.rows.map((r) => r.id);
+        const loaded =
+          ids.length === 0
+            ? []
+            : await ctx.db.prisma.workspace.findMany({
+                // The type's own include (what its read rule needs) is in the query already; naming it types the rows.
+                ...queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"], include: WORKSPACE_RULE_INPUTS }),
+                where: { id: { in: ids } },
+              });
+        const byId = new Map(loaded.map((w) => [w.id, w]));
+        return { nodes: ids.map((id) => byId.get(id)).filter((w) => w !== undefined), hasNextPage: page.hasNextPage, lastScanned: page.lastScanned };
+      }),
   }),
 }));
 
