@@ -1,19 +1,16 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import type { RuleSnapshot } from "../domain/approvals/policy.js";
 import { mintApprovalToken } from "../gateway/approval-token.js";
 import type { ApprovalTicket } from "../gateway/errors.js";
 import { RESUME_PATH, type ResumeBody } from "../gateway/gateway.js";
-import { providerOfTool } from "../gateway/store.js";
 import type { Database, SqlRunner } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { policySetHashOf } from "../services/approvals/policies.js";
 import { inTransaction } from "../services/approvals/sql.js";
-import { currentQuorum } from "../services/approvals/quorum.js";
+import { createWorkerLoop } from "./loop.js";
 import { expireOverdueRequests } from "../services/approvals/requests.js";
-import { PREFLIGHT_CODES, type PreflightCode } from "../services/approvals/authority.js";
-import { virtualKeyDeadReasonSql } from "../domain/liveness.js";
+import { PREFLIGHT_CODES, preflightHeldCall, type HeldCallRequest, type PreflightCode } from "../services/approvals/authority.js";
 
 /**
  * The delivery worker (seed 003, "Resume"): takes due delivery jobs with a lease and an attempt
@@ -150,25 +147,9 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
         `SELECT id, frozen, ("archivedAt" IS NOT NULL) AS archived FROM workspaces WHERE id = $1 FOR UPDATE`,
         [head.workspaceId],
       );
-      const [request] = await tx.query<{
-        id: string;
-        orgId: string;
-        workspaceId: string;
-        virtualKeyId: string;
-        connectionId: string;
-        provider: string | null;
-        tool: string;
-        logicalTool: string | null;
-        invocationId: string;
-        idempotencyKey: string;
-        argumentHash: string;
-        requestSnapshot: unknown;
-        status: string;
-        executionStatus: string;
-        expiresAt: Date;
-        policySetHash: string;
-        matchedRules: unknown;
-      }>(
+      const [request] = await tx.query<
+        HeldCallRequest & { logicalTool: string | null; invocationId: string; idempotencyKey: string; argumentHash: string; requestSnapshot: unknown }
+      >(
         `SELECT id, "orgId", "workspaceId", "virtualKeyId", "connectionId", provider, tool, "logicalTool", "invocationId",
                 "idempotencyKey", "argumentHash", "requestSnapshot", status::text AS status,
                 "executionStatus"::text AS "executionStatus", "expiresAt", "policySetHash", "matchedRules"
@@ -178,42 +159,12 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       const [fenced] = await tx.query<{ fence: number; status: string }>(`SELECT fence, status FROM delivery_jobs WHERE id = $1 FOR UPDATE`, [job.id]);
       if (!request || !workspace || !fenced || fenced.fence !== job.fence || fenced.status !== "leased") return { kind: "lost_lease" as const };
 
-      let key: { workspaceId: string; dead: string | null; keyHash: string } | undefined;
-      let lastError: string | null = null;
-      const code = await (async (): Promise<PreflightCode | null> => {
-        if (request.status !== "approved" || !["pending", "dispatched"].includes(request.executionStatus) || workspace.archived) return "approval_not_executable";
-        if (new Date(request.expiresAt).getTime() <= Date.now()) return "approval_expired";
-        if (workspace.frozen) return "workspace_frozen";
-        if ((await policySetHashOf(tx, request.workspaceId)) !== request.policySetHash) return "policy_changed";
-        const votes = await tx.query<{ userId: string; decision: string }>(`SELECT "userId", decision FROM votes WHERE "requestId" = $1`, [request.id]);
-        const tally = await currentQuorum(tx, request.orgId, request.matchedRules as RuleSnapshot, votes);
-        if (tally.state !== "approved") return "reviewer_authority_changed";
-        // The key as alive as what it stands for: its organization and its creator (src/domain/liveness.ts).
-        [key] = await tx.query<{ workspaceId: string; dead: string | null; keyHash: string }>(
-          `SELECT k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead, k."keyHash" FROM virtual_keys k WHERE k.id = $1`,
-          [request.virtualKeyId],
-        );
-        if (!key || key.workspaceId !== request.workspaceId) return "key_unavailable";
-        if (key.dead) {
-          lastError = `the virtual key is not live: ${key.dead}`;
-          return "key_unavailable";
-        }
-        // The route the hold saw (seed: "resume pins the original concrete tool and connection").
-        const [connection] = await tx.query<{ workspaceId: string; provider: string; active: boolean }>(
-          `SELECT "workspaceId", provider, active FROM connections WHERE id = $1`,
-          [request.connectionId],
-        );
-        if (!connection || connection.workspaceId !== request.workspaceId || !connection.active) return "connection_unavailable";
-        if (connection.provider !== (request.provider ?? providerOfTool(request.tool))) return "route_changed";
-        return null;
-      })();
-
-      if (code !== null) {
-        await failAttempt(tx, job.id, request.id, code, lastError);
-        return { kind: "failed" as const, code, orgId: request.orgId, workspaceId: request.workspaceId };
+      const verdict = await preflightHeldCall(tx, request, workspace, new Date());
+      if (verdict.code !== null) {
+        await failAttempt(tx, job.id, request.id, verdict.code, verdict.detail);
+        return { kind: "failed" as const, code: verdict.code, orgId: request.orgId, workspaceId: request.workspaceId };
       }
 
-      const keyHash = key!.keyHash;
       const ticket = request.requestSnapshot as ApprovalTicket;
       const token = await mintApprovalToken(
         options.approvalSecret,
@@ -246,7 +197,7 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
             approval_id: request.id,
             workspace_id: request.workspaceId,
             virtual_key_id: request.virtualKeyId,
-            key_hash: keyHash,
+            key_hash: verdict.keyHash,
             connection_id: request.connectionId,
             tool: request.tool,
             logical_tool: request.logicalTool,
@@ -403,37 +354,16 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     return results;
   }
 
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = true;
-  let wakeRequested = false;
+  const loop = createWorkerLoop({
+    intervalMs,
+    tick,
+    log,
+    failed: "delivery tick failed",
+    done: (results) => {
+      if (results.length > 0) log.info({ results: results.map((r) => r.kind) }, "delivery jobs run");
+    },
+  });
   let subscription: (AsyncIterator<unknown> & AsyncIterable<unknown>) | null = null;
-
-  function runNow(): void {
-    if (stopped) return;
-    if (running) {
-      wakeRequested = true;
-      return;
-    }
-    if (timer) clearTimeout(timer);
-    running = tick()
-      .then((results) => {
-        if (results.length > 0) log.info({ results: results.map((r) => r.kind) }, "delivery jobs run");
-      })
-      .catch((error: unknown) => log.error({ err: error }, "delivery tick failed"))
-      .finally(() => {
-        running = null;
-        if (wakeRequested) {
-          wakeRequested = false;
-          runNow();
-        } else schedule();
-      });
-  }
-
-  function schedule(): void {
-    if (stopped) return;
-    timer = setTimeout(runNow, intervalMs);
-  }
 
   return {
     owner,
@@ -441,15 +371,14 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
     lease,
     deliver,
     start() {
-      if (!stopped) return;
-      stopped = false;
-      runNow();
+      if (loop.started) return;
+      loop.start();
       if (options.wakeOnApproval !== false) {
         const iterator = events.subscribe("approval:changed");
         subscription = iterator;
         void (async () => {
           try {
-            for await (const event of iterator) if (event.reason === "approved") runNow();
+            for await (const event of iterator) if (event.reason === "approved") loop.wake();
           } catch (error) {
             log.warn({ err: error }, "approval wake-up subscription ended");
           }
@@ -457,11 +386,10 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       }
     },
     async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
+      const stopping = loop.stop();
       await subscription?.return?.();
       subscription = null;
-      await running;
+      await stopping;
     },
   };
 }

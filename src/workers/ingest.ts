@@ -14,6 +14,7 @@ import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgr
 import { toDomainPolicy } from "../services/approvals/policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../infra/db.js";
 import { enqueueApprovalRequestEvent, organizationsListening } from "../services/webhooks.js";
+import { createWorkerLoop } from "./loop.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
@@ -401,58 +402,33 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     return result;
   }
 
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = true;
-  // A wake that arrived during a tick: the tick may have read the stream before the new entry.
-  let wokenWhileRunning = false;
+  const loop = createWorkerLoop({
+    intervalMs,
+    tick,
+    log,
+    failed: "approval ingest tick failed",
+    done: (stats) => {
+      if (stats.read > 0) log.info(stats, "approval stream drained");
+    },
+  });
   let watch: StreamWatch | null = null;
-
-  function schedule(delay: number): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      timer = null;
-      wokenWhileRunning = false;
-      running = tick()
-        .then((stats) => {
-          if (stats.read > 0) log.info(stats, "approval stream drained");
-        })
-        .catch((error: unknown) => log.error({ err: error }, "approval ingest tick failed"))
-        .finally(() => {
-          running = null;
-          schedule(wokenWhileRunning ? 0 : intervalMs);
-        });
-    }, delay);
-  }
-
-  function wake(): void {
-    if (stopped) return;
-    if (running) {
-      wokenWhileRunning = true;
-      return;
-    }
-    if (timer) clearTimeout(timer);
-    schedule(0);
-  }
 
   return {
     consumer,
     tick,
     start() {
-      if (!stopped) return;
-      stopped = false;
+      if (loop.started) return;
       // A held call reaches the inbox as soon as the gateway appends it; the interval is the sweep.
-      watch = stream.watch(streamKey, wake);
-      schedule(0);
+      loop.start();
+      watch = stream.watch(streamKey, loop.wake);
     },
-    wake,
+    wake: loop.wake,
     watching: () => watch?.ready ?? Promise.resolve(),
     async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
+      const stopping = loop.stop();
       await watch?.close();
       watch = null;
-      await running;
+      await stopping;
     },
   };
 }
