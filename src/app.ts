@@ -25,7 +25,7 @@ import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
 import { createWorkers } from "./workers/index.js";
 import { EMBEDDED_APPROVALS_PATH, EMBEDDED_TOOLS_PATH, type ApprovalsRuntime } from "./workers/runtime.js";
-import type { WebhookWorker } from "./services/webhook-delivery.js";
+import type { WebhookWorker } from "./workers/webhook-delivery.js";
 import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";

@@ -12,7 +12,7 @@
 //   status read and resume; the delivery worker's preflight (src/workers/delivery.ts) and the
 //   authority check behind the status read (src/services/approvals/authority.ts).
 // - Webhook: its organization; its creator when one is recorded (Webhook.createdById) —
-//   src/services/webhook-delivery.ts.
+//   src/workers/webhook-delivery.ts.
 //
 // Each helper takes the SQL expressions of the columns it reads (e.g. `k."orgId"`), so it can be
 // spliced into any statement; none takes a value, so nothing user-controlled reaches the SQL.

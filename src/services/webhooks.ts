@@ -1,7 +1,7 @@
 // Outbound webhooks (docs/webhooks.md): an organization's webhook configuration, and the outbox.
 // An event is queued by enqueueWebhookEvent INSIDE the transaction of the change that causes it
 // (one webhook_deliveries row per subscribed webhook), so it is committed with the change or not
-// at all; the delivery worker (src/services/webhook-delivery.ts) sends it.
+// at all; the delivery worker (src/workers/webhook-delivery.ts) sends it.
 
 import { randomBytes, randomUUID } from "node:crypto";
 import { seal, unseal } from "../domain/seal.js";

@@ -1,5 +1,5 @@
 import type { Infra } from "../infra/index.js";
-import { createWebhookWorker, type WebhookWorker } from "../services/webhook-delivery.js";
+import { createWebhookWorker, type WebhookWorker } from "./webhook-delivery.js";
 import { createApprovalsRuntime, type ApprovalsRuntime } from "./runtime.js";
 
 /**

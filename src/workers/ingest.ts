@@ -14,6 +14,7 @@ import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgr
 import { toDomainPolicy } from "../services/approvals/policies.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../infra/db.js";
 import { enqueueApprovalRequestEvent, organizationsListening } from "../services/webhooks.js";
+import { createWorkerLoop } from "./loop.js";
 
 /**
  * The ingest worker (seed 003, "The inbox"): drains the approval stream through a consumer
@@ -114,6 +115,7 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
   const claimIdleMs = options.claimIdleMs ?? 60_000;
   const now = options.now ?? (() => new Date());
   const log = logger.child({ worker: "approval-ingest", consumer, stream: streamKey });
+  const deps: IngestDeps = { db, events, log, stream, streamKey, group, batchSize, now, beforeAck: options.beforeAck };
   let groupReady = false;
 
   async function ensureGroup(): Promise<void> {
@@ -121,12 +123,6 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     // From 0: tickets written before the group existed are filed too.
     await stream.xgroupCreate(streamKey, group, "0");
     groupReady = true;
-  }
-
-  const emptyStats = (): IngestStats => ({ read: 0, reclaimed: 0, inserted: 0, defaultDenied: 0, duplicates: 0, collisions: 0, invalid: 0, unbound: 0, deferred: 0, republished: 0 });
-
-  function add(into: IngestStats, from: IngestStats): void {
-    for (const key of Object.keys(into) as (keyof IngestStats)[]) into[key] += from[key];
   }
 
   async function tick(): Promise<IngestStats> {
@@ -146,13 +142,13 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     await ensureGroup();
     const stats = emptyStats();
     // 0. Put back what the stream lost (held calls whose request never arrived), so this tick files it.
-    if (options.republishAfterMs !== undefined && options.ticketSecret) stats.republished = await republishStranded(options.republishAfterMs);
+    if (options.republishAfterMs !== undefined && options.ticketSecret) stats.republished = await republishStranded(deps, options.republishAfterMs, options.ticketSecret);
     // 1. Reclaim what a crashed (or this) consumer left pending.
     let cursor = "0-0";
     for (let round = 0; round < 100; round++) {
       const [next, entries] = await stream.xautoclaim(streamKey, group, consumer, claimIdleMs, cursor, batchSize);
       if (entries.length > 0) {
-        const batch = await processEntries(entries);
+        const batch = await processEntries(deps, entries);
         batch.reclaimed = entries.length;
         add(stats, batch);
       }
@@ -163,298 +159,299 @@ export function createIngestWorker(options: IngestOptions): IngestWorker {
     for (let round = 0; round < 1000; round++) {
       const entries = await stream.xreadgroup(streamKey, group, consumer, batchSize);
       if (entries.length === 0) break;
-      add(stats, await processEntries(entries));
+      add(stats, await processEntries(deps, entries));
       if (entries.length < batchSize) break;
     }
-    if (options.trim !== false && stats.read > 0) await trim();
+    if (options.trim !== false && stats.read > 0) await trimStream(stream, streamKey);
     return stats;
   }
 
-  async function republishStranded(afterMs: number): Promise<number> {
-    const stranded = await findStrandedHeld(db.sql, { afterMs, now: now(), limit: batchSize });
-    const done: string[] = [];
-    let republished = 0;
-    try {
-      for (const held of stranded) {
-        const ticket = openTicket(options.ticketSecret!, held.ticket);
-        if (ticket === null) {
-          log.error({ approvalId: held.approvalId }, "held call's kept ticket does not open with this approval secret; not republished");
-        } else {
-          // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
-          await stream.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
-          republished++;
-        }
-        done.push(held.approvalId);
-      }
-    } finally {
-      await markRepublished(db.sql, done, now());
-    }
-    if (republished > 0) log.warn({ count: republished, approvalIds: done.slice(0, 20) }, "held calls whose request had not reached the inbox were put back on the approval stream");
-    return republished;
-  }
-
-  /**
-   * Drops entries below the oldest one any group still needs: its oldest pending entry, or the
-   * one after its last delivered. Every group counts, not only ours — the stream may have other
-   * readers.
-   */
-  async function trim(): Promise<void> {
-    let floor: [number, number] | null = null;
-    for (const info of await stream.xinfoGroups(streamKey)) {
-      let needed = nextId(info.lastDeliveredId);
-      if (info.pending > 0) {
-        const summary = await stream.xpendingSummary(streamKey, info.name);
-        if (summary.smallestId) needed = parseId(summary.smallestId);
-      }
-      if (!floor || compareIds(needed, floor) < 0) floor = needed;
-    }
-    if (floor) await stream.xtrimMinId(streamKey, `${floor[0]}-${floor[1]}`);
-  }
-
-  async function processEntries(entries: Entry[]): Promise<IngestStats> {
-    const stats = emptyStats();
-    stats.read = entries.length;
-    const ack: string[] = [];
-    const valid: Bound[] = [];
-    for (const [entryId, fields] of entries) {
-      if (fields === null) {
-        ack.push(entryId); // deleted from the stream while pending: nothing to file
-        continue;
-      }
-      const decoded = decodeTicket(fields);
-      if (!decoded.ok) {
-        stats.invalid++;
-        ack.push(entryId);
-        log.warn({ entryId, issues: decoded.issues }, "invalid approval ticket rejected");
-        continue;
-      }
-      // The canonical JSON is both what is stored and what the fingerprint hashes (ticketFingerprint).
-      const canonical = canonicalJson(decoded.ticket);
-      valid.push({ entryId, ticket: decoded.ticket, canonical, fingerprint: sha256Hex(canonical) });
-    }
-    let filed: FileResult;
-    try {
-      filed = await file(valid);
-    } catch (error) {
-      // One bad entry must not hold the batch hostage: file the rest one by one.
-      log.error({ err: error }, "batch insert failed; filing entries one at a time");
-      filed = { ack: [], created: [], stats: emptyStats() };
-      for (const entry of valid) {
-        try {
-          const one = await file([entry]);
-          filed.ack.push(...one.ack);
-          filed.created.push(...one.created);
-          add(filed.stats, one.stats);
-        } catch (inner) {
-          log.error({ err: inner, entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval ticket not filed; left pending");
-          filed.stats.deferred++;
-        }
-      }
-    }
-    add(stats, filed.stats);
-    ack.push(...filed.ack);
-    if (ack.length > 0) {
-      await options.beforeAck?.(ack);
-      await stream.xack(streamKey, group, ...ack);
-    }
-    for (const c of filed.created) events.publish("approval:changed", { orgId: c.orgId, workspaceId: c.workspaceId, requestId: c.id, reason: c.reason });
-    return stats;
-  }
-
-  type FileResult = { ack: string[]; created: { id: string; orgId: string; workspaceId: string; reason: string }[]; stats: IngestStats };
-
-  /** One transaction: bind, match, insert. Returns what to acknowledge once it has committed. */
-  async function file(entries: Bound[]): Promise<FileResult> {
-    const stats = emptyStats();
-    const result: FileResult = { ack: [], created: [], stats };
-    if (entries.length === 0) return result;
-
-    // The same approval_id twice in one batch: the first stands, the rest are duplicates or collisions.
-    const first = new Map<string, Bound>();
-    const unique: Bound[] = [];
-    for (const entry of entries) {
-      const seen = first.get(entry.ticket.approval_id);
-      if (!seen) {
-        first.set(entry.ticket.approval_id, entry);
-        unique.push(entry);
-      } else if (seen.fingerprint === entry.fingerprint) {
-        stats.duplicates++;
-        result.ack.push(entry.entryId);
-      } else {
-        stats.collisions++;
-        result.ack.push(entry.entryId);
-        log.error({ entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval_id collision: same id, different payload; rejected");
-      }
-    }
-
-    const at = now();
-    await db.prisma.$transaction(
-      async (tx) => {
-        const workspaceIds = [...new Set(unique.map((e) => e.ticket.workspace_id))].sort();
-        // FOR SHARE: a policy change (FOR UPDATE on the workspace) waits for this batch, so no
-        // request is filed under a policy set that is already being replaced.
-        const workspaces = new Map(
-          (
-            await tx.$queryRaw<{ id: string; orgId: string; archived: boolean }[]>`
-              SELECT id, "orgId", ("archivedAt" IS NOT NULL) AS archived FROM workspaces
-               WHERE id = ANY(${workspaceIds}::text[]) ORDER BY id FOR SHARE`
-          ).map((w) => [w.id, w]),
-        );
-        const keys = new Map(
-          // A key is as alive as its organization and its creator (src/domain/liveness.ts).
-          (
-            await tx.$queryRawUnsafe<{ id: string; workspaceId: string; dead: string | null }[]>(
-              `SELECT k.id, k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead FROM virtual_keys k WHERE k.id = ANY($1::text[])`,
-              [...new Set(unique.map((e) => e.ticket.virtual_key_id))],
-            )
-          ).map((k) => [k.id, k]),
-        );
-        const connections = new Map(
-          (await tx.connection.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.connection_id))] } }, select: { id: true, workspaceId: true, active: true } })).map((c) => [c.id, c]),
-        );
-        const policiesByWorkspace = await loadPolicies(tx, [...workspaces.keys()]);
-        const hashByWorkspace = new Map<string, string>();
-
-        const rows: RequestRow[] = [];
-        const rowEntries = new Map<string, Bound & { orgId: string; reason: string }>();
-        for (const entry of unique) {
-          const t = entry.ticket;
-          const workspace = workspaces.get(t.workspace_id);
-          const key = keys.get(t.virtual_key_id);
-          const connection = connections.get(t.connection_id);
-          const problem = !workspace
-            ? "unknown_workspace"
-            : workspace.archived
-              ? "workspace_archived"
-              : !key || key.workspaceId !== t.workspace_id
-                ? "unknown_virtual_key"
-                : key.dead
-                  ? "virtual_key_revoked"
-                  : !connection || connection.workspaceId !== t.workspace_id
-                    ? "unknown_connection"
-                    : !connection.active
-                      ? "connection_inactive"
-                      : null;
-          const expired = Date.parse(t.expires_at) <= at.getTime();
-          if (problem === "connection_inactive" && !expired) {
-            // It may be reactivated: leave the entry pending, XAUTOCLAIM brings it back.
-            stats.deferred++;
-            log.warn({ entryId: entry.entryId, approvalId: t.approval_id }, "approval ticket's connection is inactive; retrying later");
-            continue;
-          }
-          if (problem !== null) {
-            stats.unbound++;
-            result.ack.push(entry.entryId);
-            log.warn({ entryId: entry.entryId, approvalId: t.approval_id, problem }, "approval ticket not bound; rejected");
-            continue;
-          }
-          const policies = policiesByWorkspace.get(t.workspace_id) ?? [];
-          let hash = hashByWorkspace.get(t.workspace_id);
-          if (hash === undefined) {
-            hash = policySetHash(policies);
-            hashByWorkspace.set(t.workspace_id, hash);
-          }
-          const match = matchRequest(policies, { tool: t.tool, environment: t.environment });
-          const status = expired ? "expired" : match.defaultDeny ? "default_deny" : "pending";
-          rows.push({
-            id: t.approval_id,
-            orgId: workspace!.orgId,
-            ticket: t,
-            canonical: entry.canonical,
-            fingerprint: entry.fingerprint,
-            status,
-            decidedAt: status === "pending" ? null : at,
-            policyRevisions: JSON.stringify(match.policyRevisions),
-            matchedRules: JSON.stringify(match.matchedRules),
-            policySetHash: hash,
-          });
-          rowEntries.set(t.approval_id, { ...entry, orgId: workspace!.orgId, reason: status === "pending" ? "created" : status });
-        }
-        if (rows.length === 0) return;
-
-        const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
-        // One statement tells which organizations listen; only their requests are read again for a payload.
-        const listening = await organizationsListening(tx, [...new Set(rows.filter((r) => inserted.has(r.id)).map((r) => r.orgId))], ["approval_request.filed", "approval_request.decided"]);
-        for (const row of rows) if (inserted.has(row.id) && listening.has(row.orgId)) await enqueueApprovalRequestEvent(tx, row.id, "approval_request.filed");
-        const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
-        const existing = new Map(
-          conflicting.length === 0
-            ? []
-            : (await tx.approvalRequest.findMany({ where: { id: { in: conflicting } }, select: { id: true, payloadHash: true } })).map((r) => [r.id, r.payloadHash]),
-        );
-        for (const [id, entry] of rowEntries) {
-          result.ack.push(entry.entryId);
-          if (inserted.has(id)) {
-            stats.inserted++;
-            if (entry.reason === "default_deny") stats.defaultDenied++;
-            result.created.push({ id, orgId: entry.orgId, workspaceId: entry.ticket.workspace_id, reason: entry.reason });
-          } else if (existing.get(id) === entry.fingerprint) {
-            stats.duplicates++;
-          } else {
-            stats.collisions++;
-            log.error({ entryId: entry.entryId, approvalId: id }, "approval_id collision: same id, different payload; rejected");
-          }
-        }
-      },
-      LOCKING_TX_OPTIONS,
-    );
-    return result;
-  }
-
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = true;
-  // A wake that arrived during a tick: the tick may have read the stream before the new entry.
-  let wokenWhileRunning = false;
+  const loop = createWorkerLoop({
+    intervalMs,
+    tick,
+    log,
+    failed: "approval ingest tick failed",
+    done: (stats) => {
+      if (stats.read > 0) log.info(stats, "approval stream drained");
+    },
+  });
   let watch: StreamWatch | null = null;
-
-  function schedule(delay: number): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      timer = null;
-      wokenWhileRunning = false;
-      running = tick()
-        .then((stats) => {
-          if (stats.read > 0) log.info(stats, "approval stream drained");
-        })
-        .catch((error: unknown) => log.error({ err: error }, "approval ingest tick failed"))
-        .finally(() => {
-          running = null;
-          schedule(wokenWhileRunning ? 0 : intervalMs);
-        });
-    }, delay);
-  }
-
-  function wake(): void {
-    if (stopped) return;
-    if (running) {
-      wokenWhileRunning = true;
-      return;
-    }
-    if (timer) clearTimeout(timer);
-    schedule(0);
-  }
 
   return {
     consumer,
     tick,
     start() {
-      if (!stopped) return;
-      stopped = false;
+      if (loop.started) return;
       // A held call reaches the inbox as soon as the gateway appends it; the interval is the sweep.
-      watch = stream.watch(streamKey, wake);
-      schedule(0);
+      loop.start();
+      watch = stream.watch(streamKey, loop.wake);
     },
-    wake,
+    wake: loop.wake,
     watching: () => watch?.ready ?? Promise.resolve(),
     async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
+      const stopping = loop.stop();
       await watch?.close();
       watch = null;
-      await running;
+      await stopping;
     },
   };
+}
+
+/** What the ingest's jobs (republish, file, acknowledge) work with: the worker's settings, resolved. */
+type IngestDeps = {
+  db: Database;
+  events: EventBus;
+  log: Logger;
+  stream: ApprovalStream;
+  streamKey: string;
+  group: string;
+  batchSize: number;
+  now: () => Date;
+  beforeAck: IngestOptions["beforeAck"];
+};
+
+const emptyStats = (): IngestStats => ({ read: 0, reclaimed: 0, inserted: 0, defaultDenied: 0, duplicates: 0, collisions: 0, invalid: 0, unbound: 0, deferred: 0, republished: 0 });
+
+function add(into: IngestStats, from: IngestStats): void {
+  for (const key of Object.keys(into) as (keyof IngestStats)[]) into[key] += from[key];
+}
+
+/**
+ * Puts back on the stream the tickets of held calls stranded this long (IngestOptions.republishAfterMs).
+ */
+async function republishStranded(deps: IngestDeps, afterMs: number, ticketSecret: string): Promise<number> {
+  const { db, stream, streamKey, batchSize, now, log } = deps;
+  const stranded = await findStrandedHeld(db.sql, { afterMs, now: now(), limit: batchSize });
+  const done: string[] = [];
+  let republished = 0;
+  try {
+    for (const held of stranded) {
+      const ticket = openTicket(ticketSecret, held.ticket);
+      if (ticket === null) {
+        log.error({ approvalId: held.approvalId }, "held call's kept ticket does not open with this approval secret; not republished");
+      } else {
+        // The same fields the gateway wrote: the same canonical JSON, so the same fingerprint.
+        await stream.xadd(streamKey, "*", "approval_id", held.approvalId, "ticket", ticket);
+        republished++;
+      }
+      done.push(held.approvalId);
+    }
+  } finally {
+    await markRepublished(db.sql, done, now());
+  }
+  if (republished > 0) log.warn({ count: republished, approvalIds: done.slice(0, 20) }, "held calls whose request had not reached the inbox were put back on the approval stream");
+  return republished;
+}
+
+/**
+ * Drops entries below the oldest one any group still needs: its oldest pending entry, or the
+ * one after its last delivered. Every group counts, not only ours — the stream may have other
+ * readers.
+ */
+async function trimStream(stream: ApprovalStream, streamKey: string): Promise<void> {
+  let floor: [number, number] | null = null;
+  for (const info of await stream.xinfoGroups(streamKey)) {
+    let needed = nextId(info.lastDeliveredId);
+    if (info.pending > 0) {
+      const summary = await stream.xpendingSummary(streamKey, info.name);
+      if (summary.smallestId) needed = parseId(summary.smallestId);
+    }
+    if (!floor || compareIds(needed, floor) < 0) floor = needed;
+  }
+  if (floor) await stream.xtrimMinId(streamKey, `${floor[0]}-${floor[1]}`);
+}
+
+/** Validates a batch of entries, files the valid ones, then acknowledges what is done with. */
+async function processEntries(deps: IngestDeps, entries: Entry[]): Promise<IngestStats> {
+  const { events, stream, streamKey, group, log } = deps;
+  const stats = emptyStats();
+  stats.read = entries.length;
+  const ack: string[] = [];
+  const valid: Bound[] = [];
+  for (const [entryId, fields] of entries) {
+    if (fields === null) {
+      ack.push(entryId); // deleted from the stream while pending: nothing to file
+      continue;
+    }
+    const decoded = decodeTicket(fields);
+    if (!decoded.ok) {
+      stats.invalid++;
+      ack.push(entryId);
+      log.warn({ entryId, issues: decoded.issues }, "invalid approval ticket rejected");
+      continue;
+    }
+    // The canonical JSON is both what is stored and what the fingerprint hashes (ticketFingerprint).
+    const canonical = canonicalJson(decoded.ticket);
+    valid.push({ entryId, ticket: decoded.ticket, canonical, fingerprint: sha256Hex(canonical) });
+  }
+  let filed: FileResult;
+  try {
+    filed = await fileTickets(deps, valid);
+  } catch (error) {
+    // One bad entry must not hold the batch hostage: file the rest one by one.
+    log.error({ err: error }, "batch insert failed; filing entries one at a time");
+    filed = { ack: [], created: [], stats: emptyStats() };
+    for (const entry of valid) {
+      try {
+        const one = await fileTickets(deps, [entry]);
+        filed.ack.push(...one.ack);
+        filed.created.push(...one.created);
+        add(filed.stats, one.stats);
+      } catch (inner) {
+        log.error({ err: inner, entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval ticket not filed; left pending");
+        filed.stats.deferred++;
+      }
+    }
+  }
+  add(stats, filed.stats);
+  ack.push(...filed.ack);
+  if (ack.length > 0) {
+    await deps.beforeAck?.(ack);
+    await stream.xack(streamKey, group, ...ack);
+  }
+  for (const c of filed.created) events.publish("approval:changed", { orgId: c.orgId, workspaceId: c.workspaceId, requestId: c.id, reason: c.reason });
+  return stats;
+}
+
+type FileResult = { ack: string[]; created: { id: string; orgId: string; workspaceId: string; reason: string }[]; stats: IngestStats };
+
+/** One transaction: bind, match, insert. Returns what to acknowledge once it has committed. */
+async function fileTickets(deps: Pick<IngestDeps, "db" | "now" | "log">, entries: Bound[]): Promise<FileResult> {
+  const { db, now, log } = deps;
+  const stats = emptyStats();
+  const result: FileResult = { ack: [], created: [], stats };
+  if (entries.length === 0) return result;
+
+  // The same approval_id twice in one batch: the first stands, the rest are duplicates or collisions.
+  const first = new Map<string, Bound>();
+  const unique: Bound[] = [];
+  for (const entry of entries) {
+    const seen = first.get(entry.ticket.approval_id);
+    if (!seen) {
+      first.set(entry.ticket.approval_id, entry);
+      unique.push(entry);
+    } else if (seen.fingerprint === entry.fingerprint) {
+      stats.duplicates++;
+      result.ack.push(entry.entryId);
+    } else {
+      stats.collisions++;
+      result.ack.push(entry.entryId);
+      log.error({ entryId: entry.entryId, approvalId: entry.ticket.approval_id }, "approval_id collision: same id, different payload; rejected");
+    }
+  }
+
+  const at = now();
+  await db.prisma.$transaction(
+    async (tx) => {
+      const workspaceIds = [...new Set(unique.map((e) => e.ticket.workspace_id))].sort();
+      // FOR SHARE: a policy change (FOR UPDATE on the workspace) waits for this batch, so no
+      // request is filed under a policy set that is already being replaced.
+      const workspaces = new Map(
+        (
+          await tx.$queryRaw<{ id: string; orgId: string; archived: boolean }[]>`
+            SELECT id, "orgId", ("archivedAt" IS NOT NULL) AS archived FROM workspaces
+             WHERE id = ANY(${workspaceIds}::text[]) ORDER BY id FOR SHARE`
+        ).map((w) => [w.id, w]),
+      );
+      const keys = new Map(
+        // A key is as alive as its organization and its creator (src/domain/liveness.ts).
+        (
+          await tx.$queryRawUnsafe<{ id: string; workspaceId: string; dead: string | null }[]>(
+            `SELECT k.id, k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead FROM virtual_keys k WHERE k.id = ANY($1::text[])`,
+            [...new Set(unique.map((e) => e.ticket.virtual_key_id))],
+          )
+        ).map((k) => [k.id, k]),
+      );
+      const connections = new Map(
+        (await tx.connection.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.connection_id))] } }, select: { id: true, workspaceId: true, active: true } })).map((c) => [c.id, c]),
+      );
+      const policiesByWorkspace = await loadPolicies(tx, [...workspaces.keys()]);
+      const hashByWorkspace = new Map<string, string>();
+
+      const rows: RequestRow[] = [];
+      const rowEntries = new Map<string, Bound & { orgId: string; reason: string }>();
+      for (const entry of unique) {
+        const t = entry.ticket;
+        const workspace = workspaces.get(t.workspace_id);
+        const key = keys.get(t.virtual_key_id);
+        const connection = connections.get(t.connection_id);
+        const problem = !workspace
+          ? "unknown_workspace"
+          : workspace.archived
+            ? "workspace_archived"
+            : !key || key.workspaceId !== t.workspace_id
+              ? "unknown_virtual_key"
+              : key.dead
+                ? "virtual_key_revoked"
+                : !connection || connection.workspaceId !== t.workspace_id
+                  ? "unknown_connection"
+                  : !connection.active
+                    ? "connection_inactive"
+                    : null;
+        const expired = Date.parse(t.expires_at) <= at.getTime();
+        if (problem === "connection_inactive" && !expired) {
+          // It may be reactivated: leave the entry pending, XAUTOCLAIM brings it back.
+          stats.deferred++;
+          log.warn({ entryId: entry.entryId, approvalId: t.approval_id }, "approval ticket's connection is inactive; retrying later");
+          continue;
+        }
+        if (problem !== null) {
+          stats.unbound++;
+          result.ack.push(entry.entryId);
+          log.warn({ entryId: entry.entryId, approvalId: t.approval_id, problem }, "approval ticket not bound; rejected");
+          continue;
+        }
+        const policies = policiesByWorkspace.get(t.workspace_id) ?? [];
+        let hash = hashByWorkspace.get(t.workspace_id);
+        if (hash === undefined) {
+          hash = policySetHash(policies);
+          hashByWorkspace.set(t.workspace_id, hash);
+        }
+        const match = matchRequest(policies, { tool: t.tool, environment: t.environment });
+        const status = expired ? "expired" : match.defaultDeny ? "default_deny" : "pending";
+        rows.push({
+          id: t.approval_id,
+          orgId: workspace!.orgId,
+          ticket: t,
+          canonical: entry.canonical,
+          fingerprint: entry.fingerprint,
+          status,
+          decidedAt: status === "pending" ? null : at,
+          policyRevisions: JSON.stringify(match.policyRevisions),
+          matchedRules: JSON.stringify(match.matchedRules),
+          policySetHash: hash,
+        });
+        rowEntries.set(t.approval_id, { ...entry, orgId: workspace!.orgId, reason: status === "pending" ? "created" : status });
+      }
+      if (rows.length === 0) return;
+
+      const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
+      // One statement tells which organizations listen; only their requests are read again for a payload.
+      const listening = await organizationsListening(tx, [...new Set(rows.filter((r) => inserted.has(r.id)).map((r) => r.orgId))], ["approval_request.filed", "approval_request.decided"]);
+      for (const row of rows) if (inserted.has(row.id) && listening.has(row.orgId)) await enqueueApprovalRequestEvent(tx, row.id, "approval_request.filed");
+      const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
+      const existing = new Map(
+        conflicting.length === 0
+          ? []
+          : (await tx.approvalRequest.findMany({ where: { id: { in: conflicting } }, select: { id: true, payloadHash: true } })).map((r) => [r.id, r.payloadHash]),
+      );
+      for (const [id, entry] of rowEntries) {
+        result.ack.push(entry.entryId);
+        if (inserted.has(id)) {
+          stats.inserted++;
+          if (entry.reason === "default_deny") stats.defaultDenied++;
+          result.created.push({ id, orgId: entry.orgId, workspaceId: entry.ticket.workspace_id, reason: entry.reason });
+        } else if (existing.get(id) === entry.fingerprint) {
+          stats.duplicates++;
+        } else {
+          stats.collisions++;
+          log.error({ entryId: entry.entryId, approvalId: id }, "approval_id collision: same id, different payload; rejected");
+        }
+      }
+    },
+    LOCKING_TX_OPTIONS,
+  );
+  return result;
 }
 
 type RequestRow = {

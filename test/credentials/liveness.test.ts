@@ -11,7 +11,7 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/
 import { validateApprovalRules } from "../../src/domain/approvals/policy.js";
 import type { Prisma } from "../../src/generated/prisma/client.js";
 import { sealWebhookSecret } from "../../src/services/webhooks.js";
-import { createWebhookWorker } from "../../src/services/webhook-delivery.js";
+import { createWebhookWorker } from "../../src/workers/webhook-delivery.js";
 import { createDeliveryWorker } from "../../src/workers/delivery.js";
 import { addMember, createOrg, type MemberFixture } from "../helpers/fixtures.js";
 import { trackedClient, within } from "../operator/ws.js";

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ADDRESS_RANGES, embedIPv4, judgeAddress, type AddressVerdict } from "../../src/domain/address-policy.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { createLogger } from "../../src/infra/logger.js";
-import { createWebhookWorker } from "../../src/services/webhook-delivery.js";
+import { createWebhookWorker } from "../../src/workers/webhook-delivery.js";
 import { sealWebhookSecret } from "../../src/services/webhooks.js";
 import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { APPROVE, ERROR_FIELDS, READ, allActions, ops, person, seedStack, seedWorkspace } from "../gate/helpers.js";
-import { createWebhookWorker } from "../../src/services/webhook-delivery.js";
+import { createWebhookWorker } from "../../src/workers/webhook-delivery.js";
 import { addressAllowed } from "../../src/domain/address-policy.js";
 import { createLogger } from "../../src/infra/logger.js";
 

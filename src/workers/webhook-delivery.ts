@@ -26,7 +26,8 @@ import { webhookDeadReasonSql } from "../domain/liveness.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
-import { eventViewFor, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "./webhooks.js";
+import { eventViewFor, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "../services/webhooks.js";
+import { createWorkerLoop } from "./loop.js";
 
 export interface WebhookWorker {
   /** One pass: lease due deliveries and send them. Returns how many were attempted. */
@@ -219,33 +220,12 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     return jobs.length;
   }
 
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = true;
-  function schedule(delay: number): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = tick()
-        .catch((error: unknown) => log.error({ err: error }, "webhook delivery tick failed"))
-        .finally(() => {
-          running = null;
-          schedule(settings.intervalMs);
-        });
-    }, delay);
-  }
+  const loop = createWorkerLoop({ intervalMs: settings.intervalMs, tick, log, failed: "webhook delivery tick failed" });
 
   return {
     owner,
     tick,
-    start() {
-      if (!stopped) return;
-      stopped = false;
-      schedule(0);
-    },
-    async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      await running;
-    },
+    start: loop.start,
+    stop: loop.stop,
   };
 }
