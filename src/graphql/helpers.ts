@@ -16,6 +16,16 @@ export function notFoundAsNull(error: unknown): null {
   throw error;
 }
 
+/**
+ * A text column that holds one of a closed set of values (an enum kept as text), as that set's
+ * type. Any other value is a corrupt row: the field fails, as GraphQL's enum would refuse it.
+ */
+export function oneOf<const T extends string>(values: readonly T[], value: string, column: string): T {
+  const found = values.find((v) => v === value);
+  if (found === undefined) throw new Error(`${column} holds ${JSON.stringify(value)}, which is none of its values`);
+  return found;
+}
+
 // ── Users by id, batched per request ─────────────────────────────────────────────────
 
 const users = perRequest(

@@ -7,13 +7,13 @@ import { stackTarget } from "../authz/targets.js";
 import { DisplayName } from "./input-rules.js";
 
 export const StackOutputsInput = z
-  .array(z.object({ name: DisplayName, value: z.unknown(), sensitive: z.boolean().default(false) }))
+  .array(z.object({ name: DisplayName, value: z.json(), sensitive: z.boolean().default(false) }))
   .max(500);
 
 export async function setStackOutputs(db: Database, authz: Authz, stackId: string, outputs: z.infer<typeof StackOutputsInput>) {
   const stack = await findReadableStack(db, authz, stackId);
   await authz.require(stackTarget(stack, "update"));
-  return db.prisma.stack.update({ where: { id: stack.id }, data: { outputs: outputs as never } });
+  return db.prisma.stack.update({ where: { id: stack.id }, data: { outputs } });
 }
 
 const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/;

@@ -36,6 +36,8 @@ export const WEBHOOK_EVENTS = [
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 export const WEBHOOK_FORMATS = ["json", "slack"] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+/** A delivery's states (webhook_deliveries.status): queued → delivering → delivered | failed. */
+export const WEBHOOK_DELIVERY_STATUSES = ["queued", "delivering", "delivered", "failed"] as const;
 
 export const MAX_WEBHOOKS_PER_ORG = 50;
 export const MAX_URL_LENGTH = MAX_ENDPOINT_URL_LENGTH;

@@ -75,7 +75,7 @@ const ConnectionToolRef = builder
       upstreamName: t.exposeString("upstreamName", { description: "The upstream's own name: what an override names." }),
       title: t.exposeString("title", { nullable: true }),
       description: t.exposeString("description", { nullable: true }),
-      inputSchema: t.field({ type: "JSON", resolve: (tool) => tool.inputSchema as never }),
+      inputSchema: t.field({ type: "JSON", resolve: (tool) => tool.inputSchema }),
       readOnlyHint: t.exposeBoolean("readOnlyHint", { nullable: true }),
       destructiveHint: t.exposeBoolean("destructiveHint", { nullable: true }),
       destructive: t.exposeBoolean("destructive", { description: "Whether the gate holds a call to it in production." }),
@@ -90,7 +90,7 @@ const ToolAnnotationOverrideRef = builder.objectRef<ConnectionToolOverride>("Too
     tool: t.exposeString("tool", { description: "The upstream's own tool name (without the connection's namespace)." }),
     destructive: t.exposeBoolean("destructive"),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
-    updatedBy: t.field({ type: UserRef, nullable: true, resolve: (o, _a, ctx) => loadUser(ctx, o.updatedById) as never }),
+    updatedBy: t.field({ type: UserRef, nullable: true, resolve: (o, _a, ctx) => loadUser(ctx, o.updatedById) }),
   }),
 });
 

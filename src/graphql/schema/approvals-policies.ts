@@ -56,7 +56,7 @@ const ApprovalPolicyPayloadRef = builder
   .objectRef<{ policy: PolicyRow; invalidatedRequestIds: string[] }>("ApprovalPolicyPayload")
   .implement({
     fields: (t) => ({
-      policy: t.field({ type: ApprovalPolicyRef, nullable: true, description: "Null unless the caller may read it.", resolve: (p) => p.policy as never }),
+      policy: t.field({ type: ApprovalPolicyRef, nullable: true, description: "Null unless the caller may read it.", resolve: (p) => p.policy }),
       invalidatedRequestIds: t.exposeIDList("invalidatedRequestIds", {
         description: "Requests this change closed as invalidated (reason policy_changed).",
       }),

@@ -331,7 +331,7 @@ builder.queryFields((t) => ({
     resolve: async (_root, args, ctx) => {
       const rows = await inboxRequests(ctx, { workspaceId: args.workspaceId ? String(args.workspaceId) : null });
       const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows) as never;
+      return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows);
     },
   }),
   approvalRequests: t.field({

@@ -79,7 +79,8 @@ const READ_MEMBERS = { permission: { resourceType: "member", action: "read", mat
 /** A user id the snapshot could not name (never expected: users are never deleted). */
 const unknownUser = (id: string): UserRow => ({ id, name: id, email: "", isServiceAccount: false, createdAt: new Date(0) });
 
-const usersOf = (people: People, ids: readonly string[]) => ids.map((id) => people.users.get(id) ?? unknownUser(id));
+const userOf = (people: People, id: string): UserRow => people.users.get(id) ?? unknownUser(id);
+const usersOf = (people: People, ids: readonly string[]) => ids.map((id) => userOf(people, id));
 const rolesOf = (people: People, ids: readonly string[]) =>
   ids.map((id) => people.roles.get(id)).filter((r): r is RoleRow => r !== undefined);
 
@@ -136,7 +137,7 @@ const GateBaselineRef = builder.objectRef<In<BaselineEvaluation>>("GateBaseline"
     applies: t.boolean({ description: "At least one change is on the baseline (or the plan has none).", resolve: (b) => b.v.applies }),
     required: t.int({ resolve: (b) => b.v.required }),
     counted: t.int({ description: "Approvals by holders of approve: only these count toward the baseline.", resolve: (b) => b.v.counted }),
-    countedApprovers: t.field({ type: [GatePersonRef], resolve: (b) => usersOf(b.p, b.v.countedUserIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (b) => usersOf(b.p, b.v.countedUserIds) }),
     met: t.boolean({ resolve: (b) => b.v.met }),
     holdingChanges: t.stringList({ description: "The changes holding the plan on the baseline.", resolve: (b) => [...b.v.holdingChanges] }),
   }),
@@ -145,14 +146,14 @@ const GateBaselineRef = builder.objectRef<In<BaselineEvaluation>>("GateBaseline"
 const MissingApproversRef = builder.objectRef<In<RequirementEvaluation["missingApprovers"]>>("GateMissingApprovers").implement({
   description: "An approver list still missing: any one of these would do.",
   fields: (t) => ({
-    users: t.field({ type: [GatePersonRef], resolve: (m) => usersOf(m.p, m.v.userIds) as never }),
-    roles: t.field({ type: [RoleRef], resolve: (m) => rolesOf(m.p, m.v.roleIds) as never }),
+    users: t.field({ type: [GatePersonRef], resolve: (m) => usersOf(m.p, m.v.userIds) }),
+    roles: t.field({ type: [RoleRef], resolve: (m) => rolesOf(m.p, m.v.roleIds) }),
     eligibleUsers: t.field({
       type: [GatePersonRef],
       description:
         "Everyone whose approval would satisfy the list now: the users plus the roles' current members, by id and name " +
         "(the people the reasons name). Their emails stay member data (GatePerson.email).",
-      resolve: (m) => usersOf(m.p, m.v.eligibleUserIds) as never,
+      resolve: (m) => usersOf(m.p, m.v.eligibleUserIds),
     }),
   }),
 });
@@ -167,10 +168,10 @@ const GateRequirementRef = builder.objectRef<In<RequirementEvaluation>>("GateReq
     auto: t.boolean({ resolve: (r) => r.v.count === "auto" }),
     changeCount: t.int({ resolve: (r) => r.v.changeCount }),
     counted: t.int({ description: "Approvals counting toward this policy: holders of approve and its named approvers.", resolve: (r) => r.v.counted }),
-    countedApprovers: t.field({ type: [GatePersonRef], resolve: (r) => usersOf(r.p, r.v.countedUserIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (r) => usersOf(r.p, r.v.countedUserIds) }),
     countMet: t.boolean({ resolve: (r) => r.v.countMet }),
     approverListSatisfied: t.boolean({ resolve: (r) => r.v.approverListSatisfied }),
-    namedApprovers: t.field({ type: [GatePersonRef], description: "Named approvers who approved.", resolve: (r) => usersOf(r.p, r.v.namedApproverIds) as never }),
+    namedApprovers: t.field({ type: [GatePersonRef], description: "Named approvers who approved.", resolve: (r) => usersOf(r.p, r.v.namedApproverIds) }),
     missingApprovers: t.field({ type: MissingApproversRef, nullable: true, resolve: (r) => (r.v.approverListSatisfied ? null : { v: r.v.missingApprovers, p: r.p }) }),
     satisfied: t.boolean({ resolve: (r) => r.v.satisfied }),
   }),
@@ -184,23 +185,23 @@ const GateReservationRef = builder.objectRef<In<ReservationEvaluation>>("GateRes
     holderUser: t.field({
       type: GatePersonRef,
       nullable: true,
-      resolve: (r) => (r.v.holder.kind === "user" ? (usersOf(r.p, [r.v.holder.userId])[0] as never) : null),
+      resolve: (r) => (r.v.holder.kind === "user" ? userOf(r.p, r.v.holder.userId) : null),
     }),
     holderRole: t.field({
       type: RoleRef,
       nullable: true,
-      resolve: (r) => (r.v.holder.kind === "role" ? ((rolesOf(r.p, [r.v.holder.roleId])[0] ?? null) as never) : null),
+      resolve: (r) => (r.v.holder.kind === "role" ? (r.p.roles.get(r.v.holder.roleId) ?? null) : null),
     }),
-    placedBy: t.field({ type: GatePersonRef, resolve: (r) => usersOf(r.p, [r.v.placedByUserId])[0] as never }),
+    placedBy: t.field({ type: GatePersonRef, resolve: (r) => userOf(r.p, r.v.placedByUserId) }),
     answered: t.boolean({ resolve: (r) => r.v.answered }),
-    answeredBy: t.field({ type: GatePersonRef, nullable: true, resolve: (r) => (r.v.answeredByUserId ? (usersOf(r.p, [r.v.answeredByUserId])[0] as never) : null) }),
+    answeredBy: t.field({ type: GatePersonRef, nullable: true, resolve: (r) => (r.v.answeredByUserId ? userOf(r.p, r.v.answeredByUserId) : null) }),
     currentMembers: t.field({
       type: [GatePersonRef],
       nullable: true,
       description:
         "For a role's reservation: the role's members now (read at evaluation time), by id and name (the people the " +
         "reasons name); null for a user's reservation. Their emails stay member data (GatePerson.email).",
-      resolve: (r) => (r.v.currentMembers ? (usersOf(r.p, r.v.currentMembers) as never) : null),
+      resolve: (r) => (r.v.currentMembers ? usersOf(r.p, r.v.currentMembers) : null),
     }),
   }),
 });
@@ -236,11 +237,11 @@ export const GateEvaluationRef = builder.objectRef<In<GateEvaluation>>("GateEval
     requirements: t.field({ type: [GateRequirementRef], resolve: (e) => e.v.requirements.map(wrap<RequirementEvaluation>(e.p)) }),
     reservations: t.field({ type: [GateReservationRef], resolve: (e) => e.v.reservations.map(wrap<ReservationEvaluation>(e.p)) }),
     approvalsCounted: t.int({ description: "The count so far: distinct users whose approval counts for anything.", resolve: (e) => e.v.approvalsCounted }),
-    countedApprovers: t.field({ type: [GatePersonRef], resolve: (e) => usersOf(e.p, e.v.countedApproverIds) as never }),
+    countedApprovers: t.field({ type: [GatePersonRef], resolve: (e) => usersOf(e.p, e.v.countedApproverIds) }),
     ignoredApprovers: t.field({
       type: [GatePersonRef],
       description: "Approved, but now neither hold approve nor are named on a requirement of this plan.",
-      resolve: (e) => usersOf(e.p, e.v.ignoredApproverIds) as never,
+      resolve: (e) => usersOf(e.p, e.v.ignoredApproverIds),
     }),
     reasons: t.field({ type: [GateReasonRef], resolve: (e) => [...e.v.reasons] }),
     summary: t.string({

@@ -6,7 +6,7 @@ import DataLoader from "dataloader";
 import { builder } from "../builder.js";
 import type { Context } from "../context.js";
 import { perRequest } from "../request-loaders.js";
-import { loadUser } from "../helpers.js";
+import { loadUser, oneOf } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
@@ -30,11 +30,11 @@ const HoldAuthorityChangeRef = builder.objectRef<HoldAuthorityChangeRow>("HoldAu
   fields: (t) => ({
     id: t.exposeID("id"),
     workspaceId: t.exposeID("workspaceId"),
-    kind: t.field({ type: HoldLiftingKindRef, resolve: (c) => c.kind as never }),
+    kind: t.field({ type: HoldLiftingKindRef, resolve: (c) => oneOf(HOLD_LIFTING_KINDS, c.kind, "hold_authority_changes.kind") }),
     subject: t.exposeString("subject", { description: "What it changed, by name: the workspace, `<connection>.<tool>`, a policy's or connection's name." }),
-    before: t.field({ type: "JSON", description: "The setting before (never a secret: URL hosts, names, booleans).", resolve: (c) => c.before as never }),
-    after: t.field({ type: "JSON", description: "The setting after.", resolve: (c) => c.after as never }),
-    changedBy: t.field({ type: UserRef, nullable: true, resolve: (c, _a, ctx) => loadUser(ctx, c.actorUserId) as never }),
+    before: t.field({ type: "JSON", description: "The setting before (never a secret: URL hosts, names, booleans).", resolve: (c) => c.before }),
+    after: t.field({ type: "JSON", description: "The setting after.", resolve: (c) => c.after }),
+    changedBy: t.field({ type: UserRef, nullable: true, resolve: (c, _a, ctx) => loadUser(ctx, c.actorUserId) }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
   }),
 });

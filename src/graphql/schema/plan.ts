@@ -18,9 +18,8 @@ import {
   targetedPlanPicker,
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
-import { UserRef } from "./organization.js";
 import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, notFoundAsNull, deps, loadUser } from "../helpers.js";
+import { ERRORS, notFoundAsNull, deps } from "../helpers.js";
 import type { Context } from "../context.js";
 import { clean } from "./input.js";
 
@@ -46,12 +45,7 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
       nullable: true,
       description: "When the approver withdrew it; a withdrawn approval is kept and counts for nothing.",
     }),
-    withdrawnBy: t.field({
-      type: UserRef,
-      nullable: true,
-      description: "Who withdrew it (the approver themselves).",
-      resolve: (a, _args, ctx) => (a.withdrawnById ? (loadUser(ctx, a.withdrawnById) as never) : null),
-    }),
+    withdrawnBy: t.relation("withdrawnBy", { nullable: true, description: "Who withdrew it (the approver themselves)." }),
   }),
 });
 
@@ -68,18 +62,14 @@ export const PlanRef = builder.prismaObject("Plan", {
     status: t.field({ type: PlanStatusEnum, resolve: (p) => p.status }),
     targeted: t.exposeBoolean("targeted"),
     targets: t.exposeStringList("targets"),
-    submittedBy: t.field({ type: UserRef, resolve: async (p, _a, ctx) => (await loadUser(ctx, p.submittedById)) as never }),
+    submittedBy: t.relation("submittedBy"),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     discardReason: t.exposeString("discardReason", {
       nullable: true,
       description: "superseded (by a newer plan), discarded (by a person) or workspace_archived.",
     }),
-    supersededBy: t.prismaField({
-      type: "Plan",
-      nullable: true,
-      resolve: (query, p, _a, ctx) => (p.supersededById ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: p.supersededById } }) : null),
-    }),
+    supersededBy: t.relation("supersededBy", { nullable: true }),
     changeCount: t.relationCount("changes"),
     changes: t.relation("changes", {
       description: "The resource changes, by address.",
@@ -94,11 +84,7 @@ export const PlanRef = builder.prismaObject("Plan", {
       description: "Every approval given, withdrawn ones included (marked by withdrawnAt), oldest first.",
       query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }] },
     }),
-    applyStartedBy: t.field({
-      type: UserRef,
-      nullable: true,
-      resolve: (p, _a, ctx) => (p.applyStartedById ? (loadUser(ctx, p.applyStartedById) as never) : null),
-    }),
+    applyStartedBy: t.relation("applyStartedBy", { nullable: true }),
     applyStartedAt: t.expose("applyStartedAt", { type: "DateTime", nullable: true }),
     finishedAt: t.expose("finishedAt", { type: "DateTime", nullable: true }),
     resultMessage: t.exposeString("resultMessage", { nullable: true, description: "What the runner reported with an applied or failed result, if anything." }),

@@ -4,9 +4,8 @@
 import { builder } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
-import { UserRef } from "./organization.js";
 import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, deps, loadUser } from "../helpers.js";
+import { ERRORS, deps } from "../helpers.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
@@ -27,21 +26,12 @@ export const ReservationRef = builder.prismaObject("Reservation", {
     id: t.exposeID("id"),
     workspace: t.relation("workspace"),
     holderKind: t.field({ type: HolderKindEnum, resolve: (r) => (r.holderUserId ? "user" : "role") }),
-    holderUser: t.field({
-      type: UserRef,
-      nullable: true,
-      description: "The person it is held by (a personal reservation).",
-      resolve: (r, _args, ctx) => (r.holderUserId ? (loadUser(ctx, r.holderUserId) as never) : null),
-    }),
+    holderUser: t.relation("holderUser", { nullable: true, description: "The person it is held by (a personal reservation)." }),
     holderRole: t.relation("holderRole", { nullable: true, description: "The role it is held by." }),
-    placedBy: t.field({ type: UserRef, resolve: async (r, _args, ctx) => (await loadUser(ctx, r.placedById)) as never }),
+    placedBy: t.relation("placedBy"),
     placedAt: t.expose("placedAt", { type: "DateTime" }),
     active: t.boolean({ resolve: (r) => r.releasedAt === null }),
-    releasedBy: t.field({
-      type: UserRef,
-      nullable: true,
-      resolve: (r, _args, ctx) => (r.releasedById ? (loadUser(ctx, r.releasedById) as never) : null),
-    }),
+    releasedBy: t.relation("releasedBy", { nullable: true }),
     releasedAt: t.expose("releasedAt", { type: "DateTime", nullable: true }),
     releaseReason: t.exposeString("releaseReason", {
       nullable: true,

@@ -8,7 +8,7 @@ import { keysetConnection } from "../keyset.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { WorkspaceRef, WORKSPACE_RULE_INPUTS } from "./workspace.js";
-import { ERRORS, notFoundAsNull, deps, loadUser } from "../helpers.js";
+import { ERRORS, notFoundAsNull, deps } from "../helpers.js";
 import { clean } from "./input.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
@@ -38,11 +38,8 @@ builder.prismaObject("PolicyRequirement", {
     approverUsers: t.field({
       type: [UserRef],
       description: "Named users: being named is itself the grant to approve for this policy.",
-      select: { approvers: { select: { userId: true } } },
-      resolve: async (r, _a, ctx) => {
-        const users = await Promise.all(r.approvers.filter((a) => a.userId).map((a) => loadUser(ctx, a.userId!)));
-        return users.filter((u) => u !== null) as never;
-      },
+      select: (_args, _ctx, nested) => ({ approvers: { select: { user: nested(true) } } }),
+      resolve: (r) => r.approvers.flatMap((a) => (a.user ? [a.user] : [])),
     }),
     approverRoles: t.field({
       type: [RoleRef],
@@ -88,13 +85,7 @@ export const ResourcePolicyRef = builder.prismaObject("ResourcePolicy", {
     revision: t.exposeInt("revision", { description: "Bumped on every edit; pass it back to updateResourcePolicy." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
-    updatedBy: t.field({
-      type: UserRef,
-      nullable: true,
-      description: "Who wrote the current revision.",
-      select: { updatedById: true },
-      resolve: (p, _a, ctx) => (p.updatedById ? (loadUser(ctx, p.updatedById) as never) : null),
-    }),
+    updatedBy: t.relation("updatedBy", { nullable: true, description: "Who wrote the current revision." }),
     changeNote: t.exposeString("changeNote", {
       description: 'What the current revision recorded when it was not an edit of the policy, e.g. "deleted role data-team"; empty for an edit.',
     }),

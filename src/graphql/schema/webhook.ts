@@ -5,8 +5,11 @@ import { builder, readable } from "../builder.js";
 import type { Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
+import type { Webhook } from "../../generated/prisma/client.js";
 import {
+  WEBHOOK_DELIVERY_STATUSES,
   WEBHOOK_EVENTS,
+  WEBHOOK_FORMATS,
   createWebhook,
   eventViewFor,
   deleteWebhook,
@@ -17,7 +20,7 @@ import {
   updateWebhook,
   webhookTarget,
 } from "../../services/webhooks.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, oneOf } from "../helpers.js";
 
 const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.config });
 
@@ -45,8 +48,8 @@ export const WebhookDeliveryRef = builder.prismaObject("WebhookDelivery", {
   fields: (t) => ({
     id: t.exposeID("id"),
     eventId: t.exposeString("eventId", { description: "Sent as X-Countersign-Event-Id; shared by every webhook the event went to." }),
-    event: t.field({ type: WebhookEventEnum, resolve: (d) => d.eventType as never }),
-    status: t.field({ type: WebhookDeliveryStatusEnum, resolve: (d) => d.status as never }),
+    event: t.field({ type: WebhookEventEnum, resolve: (d) => oneOf(WEBHOOK_EVENTS, d.eventType, "webhook_deliveries.eventType") }),
+    status: t.field({ type: WebhookDeliveryStatusEnum, resolve: (d) => oneOf(WEBHOOK_DELIVERY_STATUSES, d.status, "webhook_deliveries.status") }),
     attempts: t.exposeInt("attempts"),
     responseCode: t.exposeInt("responseCode", { nullable: true, description: "The receiver's HTTP status on the last attempt." }),
     lastError: t.exposeString("lastError", {
@@ -74,8 +77,8 @@ export const WebhookRef = builder.prismaObject("Webhook", {
   fields: (t) => ({
     id: t.exposeID("id"),
     url: t.exposeString("url"),
-    events: t.field({ type: [WebhookEventEnum], resolve: (w) => w.events as never }),
-    format: t.field({ type: WebhookFormatEnum, resolve: (w) => w.format as never }),
+    events: t.field({ type: [WebhookEventEnum], resolve: (w) => w.events.map((e) => oneOf(WEBHOOK_EVENTS, e, "webhooks.events")) }),
+    format: t.field({ type: WebhookFormatEnum, resolve: (w) => oneOf(WEBHOOK_FORMATS, w.format, "webhooks.format") }),
     active: t.exposeBoolean("active"),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
@@ -88,9 +91,9 @@ export const WebhookRef = builder.prismaObject("Webhook", {
   }),
 });
 
-const CreatedWebhookRef = builder.objectRef<{ webhook: object; secret: string }>("CreateWebhookPayload").implement({
+const CreatedWebhookRef = builder.objectRef<{ webhook: Webhook; secret: string }>("CreateWebhookPayload").implement({
   fields: (t) => ({
-    webhook: t.field({ type: WebhookRef, resolve: (p) => p.webhook as never }),
+    webhook: t.field({ type: WebhookRef, resolve: (p) => p.webhook }),
     secret: t.exposeString("secret", {
       description: "The signing secret, shown once: store it now. Deliveries carry X-Countersign-Signature: sha256=<HMAC-SHA256 of the body>.",
     }),

@@ -15,7 +15,7 @@ import { uniqueViolation } from "../prisma-errors.js";
 import { LOCKING_TX_OPTIONS, type Tx } from "../../infra/db.js";
 import { lockWorkspace, workspaceInViewerOrg } from "./workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
-import type { Prisma } from "../../generated/prisma/client.js";
+import type { ApprovalPolicy as ApprovalPolicyRecord, Prisma } from "../../generated/prisma/client.js";
 import { recordHoldAuthorityChange } from "../hold-authority.js";
 
 /**
@@ -26,17 +26,7 @@ import { recordHoldAuthorityChange } from "../hold-authority.js";
  * fail-closed, as the seed says.
  */
 
-export type PolicyRow = {
-  id: string;
-  orgId: string;
-  workspaceId: string;
-  name: string;
-  enabled: boolean;
-  revision: number;
-  rules: unknown;
-  createdAt: Date;
-  updatedAt: Date;
-};
+export type PolicyRow = ApprovalPolicyRecord;
 
 export const toDomainPolicy = (row: Pick<PolicyRow, "id" | "revision" | "enabled" | "rules">): ApprovalPolicy => ({
   id: row.id,
@@ -57,7 +47,7 @@ export async function currentPolicySetHash(tx: Tx, workspaceId: string): Promise
 
 /** The same hash through raw SQL, for transactions that run on a SqlRunner (votes, delivery preflight). */
 export async function policySetHashOf(sql: SqlRunner, workspaceId: string): Promise<string> {
-  const rows = await sql.query<{ id: string; revision: number; enabled: boolean; rules: unknown }>(
+  const rows = await sql.query<Pick<PolicyRow, "id" | "revision" | "enabled" | "rules">>(
     `SELECT id, revision, enabled, rules FROM approval_policies WHERE "workspaceId" = $1`,
     [workspaceId],
   );
