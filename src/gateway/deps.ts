@@ -1,7 +1,6 @@
 import { APPROVAL_STREAM } from "./errors.js";
 import { hashVirtualKey } from "./keys.js";
-import type { ApprovalStreamWriter, GatewayLogger, GatewayOptions, ToolExecutor } from "./protocol.js";
-import { isDestructiveByName } from "./protocol.js";
+import type { ApprovalStreamWriter, GatewayLogger, GatewayOptions } from "./protocol.js";
 import { bearer, digest } from "./respond.js";
 import type { GatewayKey, GatewayStore } from "./store.js";
 import type { UpstreamPool } from "./upstream.js";
@@ -25,8 +24,6 @@ export type GatewayDeps = {
   /** sha256 of the service token resume requires; null: resume is disabled. */
   serviceTokenDigest: Buffer | null;
   upstreams: UpstreamPool | undefined;
-  executor: ToolExecutor | undefined;
-  isDestructive: (tool: string) => boolean;
   now: () => Date;
   log: GatewayLogger;
 };
@@ -47,8 +44,6 @@ export function gatewayDeps(options: GatewayOptions): GatewayDeps {
     inboxUrl: options.inboxUrl,
     serviceTokenDigest: options.serviceToken ? digest(options.serviceToken) : null,
     upstreams: options.upstreams,
-    executor: options.executor,
-    isDestructive: options.isDestructive ?? isDestructiveByName,
     now: options.now ?? (() => new Date()),
     log,
   };

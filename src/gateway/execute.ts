@@ -1,7 +1,6 @@
 import { CedarEvaluationError, type GateDecision } from "./cedar-gate.js";
 import type { GatewayDeps } from "./deps.js";
-import type { ExecuteCall } from "./protocol.js";
-import { asCallResult, toJsonValue, type CallResult } from "./respond.js";
+import { toJsonValue, type CallResult } from "./respond.js";
 import type { GatewayKey, GatewayRoute, HeldInvocation } from "./store.js";
 import { classifyTool, UpstreamError, type DestructiveSource, type UpstreamTool } from "./upstream.js";
 
@@ -38,7 +37,8 @@ export async function decide(deps: GatewayDeps, key: GatewayKey, request: Return
 export type ResolvedTool = {
   destructive: boolean;
   source: DestructiveSource;
-  run: (call: ExecuteCall) => Promise<CallResult>;
+  /** Runs the call on the upstream with these arguments. */
+  run: (args: Record<string, unknown>) => Promise<CallResult>;
 };
 
 /**
@@ -50,7 +50,6 @@ export async function resolveTool(
   route: Pick<GatewayRoute, "tool" | "upstream" | "upstreamTool" | "override">,
   how: { live?: boolean } = {},
 ): Promise<ResolvedTool | { error: UpstreamError | "unknown_tool" }> {
-  const { isDestructive } = deps;
   const override = route.override ?? null;
   const upstream = route.upstream;
   if (deps.upstreams && upstream?.url) {
@@ -75,15 +74,7 @@ export async function resolveTool(
       }
     }
     const c = classifyTool(tool, override);
-    return { ...c, run: (call) => pool.call(upstream, name, call.arguments) };
-  }
-  if (deps.executor) {
-    const executor = deps.executor;
-    return {
-      destructive: override ?? isDestructive(route.tool),
-      source: override !== null ? "override" : "fallback",
-      run: async (call) => asCallResult(await executor(call)),
-    };
+    return { ...c, run: (args) => pool.call(upstream, name, args) };
   }
   return { error: new UpstreamError("upstream_not_configured", upstream?.url ? "this gateway reaches no upstream MCP servers" : "the connection has no upstream MCP server") };
 }
@@ -115,22 +106,10 @@ export async function executeHeld(
   // Marking the held record runs beside the call: the execution row above is what makes it once.
   const marking = store.setHeldState(held.approvalId, "Executing");
   marking.catch(() => {}); // awaited below; never an unhandled rejection meanwhile
-  const call: ExecuteCall = {
-    approvalId: held.approvalId,
-    invocationId: held.invocationId,
-    workspaceId: held.workspaceId,
-    virtualKeyId: held.virtualKeyId,
-    connectionId: held.connectionId,
-    // The provider the hold saw; callers have checked the connection still points there.
-    provider: held.provider,
-    tool: held.tool,
-    logicalTool: held.logicalTool ?? held.tool,
-    arguments: args,
-    idempotencyKey: held.idempotencyKey,
-  };
   let result: unknown;
   try {
-    result = await run(call);
+    // Callers have checked the connection still points at the provider and upstream the hold saw.
+    result = await run(args);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     await marking;

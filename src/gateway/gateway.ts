@@ -12,8 +12,8 @@ import { approvalStatus } from "./status.js";
  *
  * - Tools come from real upstream MCP servers (`upstreams`, src/gateway/upstream.ts): a connection
  *   with a url serves its upstream's tools as `<connection>.<tool>`, destructive by the tool's
- *   annotations unless an admin override says otherwise. A gateway may instead pass an `executor`
- *   for connections without an upstream (destructive then by `isDestructive`, the name guess).
+ *   annotations unless an admin override says otherwise. A connection without a url serves
+ *   nothing: its calls fail upstream_unavailable (upstream_not_configured), never held or run.
  * - `handleToolCall`: Cedar gate → execute, deny, or hold. Holding writes the ticket to the
  *   approval stream and awaits the write BEFORE committing the held record; a failed write
  *   holds nothing and answers not_ready. The agent-side re-issue (the two approval headers)
@@ -31,13 +31,11 @@ export {
   APPROVAL_TOKEN_HEADER,
   GATEWAY_JSONRPC,
   IDEMPOTENCY_KEY_HEADER,
-  isDestructiveByName,
   RESUME_PATH,
   resumeBodySchema,
   type ApprovalStatusBody,
   type ApprovalStatusOutcome,
   type ApprovalStreamWriter,
-  type ExecuteCall,
   type Gateway,
   type GatewayLogger,
   type GatewayOptions,
@@ -47,7 +45,6 @@ export {
   type ResumeOutcome,
   type ToolCallInput,
   type ToolCallOutcome,
-  type ToolExecutor,
 } from "./protocol.js";
 export { derivedIdempotencyKey } from "./hold.js";
 export type { CallResult } from "./respond.js";

@@ -140,18 +140,7 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
   // Allowed outright (not held): execute directly.
   const invocationId = `inv_${randomUUID()}`;
   try {
-    const result = await resolved.run({
-      approvalId: null,
-      invocationId,
-      workspaceId: key.workspaceId,
-      virtualKeyId: key.id,
-      connectionId: route.connectionId,
-      provider: route.provider,
-      tool: route.tool,
-      logicalTool,
-      arguments: args,
-      idempotencyKey,
-    });
+    const result = await resolved.run(args);
     return { ...rpcResult(rpcId, result, { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
   } catch (error) {
     if (error instanceof UpstreamError) return toolUnavailable(rpcId, logicalTool, error);

@@ -10,24 +10,6 @@ import type { GateSource } from "./workspace-gates.js";
 
 // ─── wiring ───────────────────────────────────────────────────────────────────────────────────
 
-/** One call the gateway runs against a provider. */
-export type ExecuteCall = {
-  approvalId: string | null;
-  invocationId: string;
-  workspaceId: string;
-  virtualKeyId: string;
-  connectionId: string;
-  provider: string;
-  /** The concrete tool, e.g. `github.delete_repo`. */
-  tool: string;
-  /** The name the agent called, e.g. `github.delete_repo` routed through the `github` connection. */
-  logicalTool: string;
-  arguments: Record<string, unknown>;
-  idempotencyKey: string;
-};
-
-export type ToolExecutor = (call: ExecuteCall) => Promise<unknown>;
-
 /** The subset of ioredis the gateway needs: it only ever appends to the stream. */
 export type ApprovalStreamWriter = { xadd(key: string, id: string, ...fieldsAndValues: string[]): Promise<string | null> };
 
@@ -62,15 +44,11 @@ export type GatewayOptions = {
   inboxUrl?: string | undefined;
   /** The bearer token control presents to resume. Without one, resume answers 404. */
   serviceToken?: string | undefined;
-  /** The upstream MCP servers' clients: a connection with a url runs its tools there. */
-  upstreams?: UpstreamPool | undefined;
   /**
-   * For connections without an upstream url: a function that runs the call (an embedder's own
-   * provider client). Without one, such a connection's calls fail as upstream_unavailable.
+   * The upstream MCP servers' clients: a connection with a url runs its tools there. A connection
+   * without one (or a gateway without upstreams) serves nothing: its calls fail upstream_unavailable.
    */
-  executor?: ToolExecutor | undefined;
-  /** Executor connections only: whether a concrete tool is destructive. Default: `isDestructiveByName`. */
-  isDestructive?: (tool: string) => boolean;
+  upstreams?: UpstreamPool | undefined;
   now?: () => Date;
   logger?: GatewayLogger;
 };
@@ -152,21 +130,6 @@ export const GATEWAY_JSONRPC = {
   /** The upstream answered a JSON-RPC error outside the standard codes (its code is in data). */
   upstreamError: -32010,
 } as const;
-
-const DESTRUCTIVE_VERBS = new Set([
-  "delete", "destroy", "drop", "remove", "purge", "terminate", "revoke", "refund",
-  "transfer", "truncate", "wipe", "erase", "reset", "force",
-]);
-
-/**
- * The classifier for executor connections (no upstream, so no annotations): a concrete tool is
- * destructive when a word of its operation (`github.delete_repo` → `delete`, `repo`) is a
- * destructive verb. Upstream tools never use it: their annotations decide (`classifyTool`).
- */
-export function isDestructiveByName(tool: string): boolean {
-  const operation = tool.slice(tool.indexOf(".") + 1);
-  return operation.split(/[._-]+/).some((word) => DESTRUCTIVE_VERBS.has(word.toLowerCase()));
-}
 
 // ─── the gateway ──────────────────────────────────────────────────────────────────────────────
 

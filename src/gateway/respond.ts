@@ -14,7 +14,7 @@ export function rpcError(id: RpcId, status: number, code: number, message: strin
 /** An MCP `tools/call` result (what an upstream answers; what the gateway stores and replays). */
 export type CallResult = { content: unknown[]; structuredContent?: Record<string, unknown>; isError?: boolean; _meta?: Record<string, unknown>; [k: string]: unknown };
 
-/** An upstream's result passes through; an executor's value (or a result stored before upstreams) becomes one. */
+/** An upstream's result passes through; any other stored value (a result stored before upstreams) becomes one. */
 export function asCallResult(value: unknown): CallResult {
   if (isPlainObject(value) && Array.isArray(value["content"])) return toJsonValue(value) as CallResult;
   const json = toJsonValue(value);
