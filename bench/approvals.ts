@@ -23,6 +23,8 @@ import { createGateway } from "../src/gateway/gateway.js";
 import { createGatewayHttpHandler } from "../src/gateway/http.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../src/gateway/keys.js";
 import { createPostgresGatewayStore } from "../src/gateway/postgres-store.js";
+import { createUpstreamPool, type UpstreamPool } from "../src/gateway/upstream.js";
+import { startUpstream } from "../test/helpers/mcp-upstream.js";
 import type { Database } from "../src/infra/db.js";
 import { createEventBus, type EventBus } from "../src/infra/events.js";
 import { createLogger } from "../src/infra/logger.js";
@@ -44,7 +46,7 @@ const SERVICE_TOKEN = "bench-gateway-service-token-0123456789";
 
 type Fixture = Awaited<ReturnType<typeof seed>>;
 
-async function seed(db: Database) {
+async function seed(db: Database, upstreamUrl: string, upstreams: UpstreamPool, ran: Map<string, () => void>) {
   await reconcileSystemRoles(db.prisma);
   const org = await db.prisma.organization.create({ data: { slug: `bench-approvals-${Date.now()}`, name: "bench" } });
   const reviewers: Viewer[] = [];
@@ -56,7 +58,7 @@ async function seed(db: Database) {
   }
   const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
   const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod", production: true } });
-  const connection = await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", provider: "github" } });
+  const connection = await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "github", provider: "github", url: upstreamUrl } });
   const key = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({
     data: { orgId: org.id, workspaceId: workspace.id, name: "bench-agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: reviewers[0]!.userId },
@@ -66,7 +68,7 @@ async function seed(db: Database) {
   ]);
   if (!rules.ok) throw new Error("bench rules invalid");
   await db.prisma.approvalPolicy.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "bench", rules: rules.rules as unknown as Prisma.InputJsonValue } });
-  return { org, reviewers, workspace, connection, virtualKey, key };
+  return { org, reviewers, workspace, connection, virtualKey, key, upstreams, ran };
 }
 
 /** Ingest throughput, beside the same entries read and acked with no database work. */
@@ -139,7 +141,7 @@ async function inboxRows(db: Database, label: string, stream: ApprovalStream, st
     gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
     approvalSecret: SECRET,
     serviceToken: SERVICE_TOKEN,
-    executor: async () => ({ ok: true }),
+    upstreams: f.upstreams,
   });
   const ingest = createIngestWorker({ db, stream, events, logger, streamKey, group: `bench-inbox-${label}` });
   const filedAt = new Map<string, number>();
@@ -187,11 +189,10 @@ async function inboxRows(db: Database, label: string, stream: ApprovalStream, st
   ];
 }
 
-/** From the vote that reaches quorum to the gateway's executor, through the delivery worker. */
+/** From the vote that reaches quorum to the call running on the upstream MCP server, through the delivery worker and the gateway. */
 async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixture, stream: string): Promise<BenchRow[]> {
   const logger = createLogger("silent");
   const executedAt = new Map<string, number>();
-  const waiters = new Map<string, () => void>();
   const gateway = createGateway({
     store: createPostgresGatewayStore(db.prisma),
     stream: redis,
@@ -199,11 +200,7 @@ async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixt
     gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
     approvalSecret: SECRET,
     serviceToken: SERVICE_TOKEN,
-    executor: async (call) => {
-      executedAt.set(call.approvalId ?? "", performance.now());
-      waiters.get(call.approvalId ?? "")?.();
-      return { ok: true };
-    },
+    upstreams: f.upstreams,
   });
   const handler = createGatewayHttpHandler(gateway);
   const server = createServer((req, res) => void handler(req, res));
@@ -223,16 +220,18 @@ async function latencyRows(db: Database, redis: Redis, events: EventBus, f: Fixt
   const samples: number[] = [];
   try {
     for (let i = 0; i < VOTES + 3; i++) {
+      const repo = `acme/latency-${i}`;
       const held = await gateway.handleToolCall({
         authorization: `Bearer ${f.key}`,
-        body: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: `acme/latency-${i}` } } },
+        body: { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo } } },
       });
       if (held.outcome.kind !== "approval_required") throw new Error(`not held: ${JSON.stringify(held.body)}`);
       const id = held.outcome.approvalId;
       await ingest.tick();
       const deps = (viewer: Viewer) => ({ db, events, authz: new Authz(db.sql, viewer) });
       await voteOnApprovalRequest(deps(f.reviewers[0]!), { requestId: id, decision: "approve", expectedRevision: 1 });
-      const executed = new Promise<void>((resolve) => waiters.set(id, resolve));
+      // The upstream sees the arguments (each call's repo is its own), not the approval id.
+      const executed = new Promise<void>((resolve) => f.ran.set(repo, () => (executedAt.set(id, performance.now()), resolve())));
       const start = performance.now();
       await voteOnApprovalRequest(deps(f.reviewers[1]!), { requestId: id, decision: "approve", expectedRevision: 2 });
       await Promise.race([executed, new Promise((_, reject) => setTimeout(() => reject(new Error(`not executed in 5 s: ${id}`)), 5_000))]);
@@ -261,7 +260,7 @@ async function gateChoiceRows(db: Database, redis: Redis, f: Fixture, stream: st
   await db.prisma.gatewayPolicyVersion.create({
     data: { orgId: f.org.id, workspaceId: f.workspace.id, version: 1, policies: DEFAULT_GATEWAY_POLICIES, authorId: f.reviewers[0]!.userId },
   });
-  const common = { store: createPostgresGatewayStore(db.prisma), stream: redis, streamKey: stream, approvalSecret: SECRET, executor: async () => ({ ok: true }) };
+  const common = { store: createPostgresGatewayStore(db.prisma), stream: redis, streamKey: stream, approvalSecret: SECRET, upstreams: f.upstreams };
   const fixed = createGateway({ ...common, gate: createCedarGate(DEFAULT_GATEWAY_POLICIES) });
   const perWorkspace = createGateway(common);
   const call = (gateway: typeof fixed) => async () => {
@@ -298,8 +297,12 @@ export async function run(): Promise<BenchRow[]> {
     const inboxStream = `stream:approvals:${schema}:inbox`;
     // The embedded default's bus: in the process, no Redis.
     const embeddedEvents = createEventBus({});
+    // The connection's tools run on a real upstream MCP server on 127.0.0.1 (allowed for it).
+    const ran = new Map<string, () => void>();
+    const upstream = await startUpstream({ onCall: (call) => ran.get(String(call.arguments["repo"]))?.() });
+    const upstreams = createUpstreamPool({ approvalSecret: SECRET, addresses: { allowPrivate: true } });
     try {
-      const fixture = await seed(db);
+      const fixture = await seed(db, upstream.url, upstreams, ran);
       return [
         ...(await ingestRows(db, redis, events, fixture, ingestStream)),
         ...(await inboxRows(db, "Redis", redisApprovalStream(redis), inboxStream, events, fixture)),
@@ -312,6 +315,8 @@ export async function run(): Promise<BenchRow[]> {
       redis.disconnect();
       await events.close();
       await embeddedEvents.close();
+      await upstreams.close();
+      await upstream.close();
     }
   });
 }

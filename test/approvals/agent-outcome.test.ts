@@ -143,7 +143,7 @@ describe("a closed request answers the identical retry with its status", () => {
   });
 
   it("default_deny (no rule covers the tool), with an explicit idempotency key that stays closed", async () => {
-    await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "gitlab", provider: "gitlab" } });
+    await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "gitlab", provider: "gitlab", url: w.upstream.url } });
     const call = (key: string) =>
       w.gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, idempotencyKey: key, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "gitlab.delete_project", arguments: { project: "p" } } } });
     const first = await call("deploy-42");

@@ -155,7 +155,8 @@ describe("resume pins the route the hold saw", () => {
   let n = 0;
   async function connection() {
     n += 1;
-    return w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: `gh-${n}`, provider: "github" } });
+    // Its own path on the world's upstream: what the upstream runs through it is told apart.
+    return w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: `gh-${n}`, provider: "github", url: `${w.upstream.url}/gh-${n}` } });
   }
 
   it("a connection pointed at another provider after the hold: delivery fails route_changed, nothing runs anywhere, and the reviewer view shows the provider at hold time", async () => {

@@ -180,7 +180,7 @@ describe("the held tool call, end to end", () => {
       streamKey: w.streamKey,
       gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
       approvalSecret: APPROVAL_SECRET,
-      executor: async () => ({}),
+      upstreams: w.upstreams,
       now: () => new Date(Date.now() - 25 * 3600_000),
     });
     const held = await stale.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "acme/e2e-expired" } } } });
@@ -212,7 +212,7 @@ describe("the held tool call, end to end", () => {
   it("with the stream down nothing is held: not_ready, no held record, nothing in the inbox", async () => {
     const down = new Redis({ host: "127.0.0.1", port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     down.on("error", () => {});
-    const gateway = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: down, gate: createCedarGate(DEFAULT_GATEWAY_POLICIES), approvalSecret: APPROVAL_SECRET, executor: async () => ({}) });
+    const gateway = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: down, gate: createCedarGate(DEFAULT_GATEWAY_POLICIES), approvalSecret: APPROVAL_SECRET, upstreams: w.upstreams });
     const handler = createGatewayHttpHandler(gateway);
     const { createServer } = await import("node:http");
     const server = createServer((req, res) => void handler(req, res));

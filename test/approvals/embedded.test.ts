@@ -21,6 +21,8 @@ import { createLogger } from "../../src/infra/logger.js";
 import { migrate } from "../../src/infra/migrate.js";
 import { reconcileSystemRoles, systemRoleId } from "../../src/services/system-roles.js";
 import { TEST_REDIS_URL } from "../helpers/env.js";
+import { createUpstreamPool } from "../../src/gateway/upstream.js";
+import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
 import { APPROVAL_SECRET, SERVICE_TOKEN } from "./world.js";
 
 // The embedded default's database (PGlite: one connection every caller shares) runs the same
@@ -31,6 +33,9 @@ let db: Database;
 let events: EventBus;
 let redis: Redis;
 let server: Server;
+let upstream: Upstream;
+// The connection's upstream MCP server listens on 127.0.0.1: loopback is allowed for it.
+const upstreams = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, defaultTimeoutMs: 3_000, addresses: { allowPrivate: true } });
 const stream = `stream:approvals:pglite-${process.pid}-${Date.now()}`;
 
 beforeAll(async () => {
@@ -40,10 +45,13 @@ beforeAll(async () => {
   await reconcileSystemRoles(db.prisma);
   events = createEventBus({});
   redis = new Redis(TEST_REDIS_URL);
+  upstream = await startUpstream();
 }, 120_000);
 
 afterAll(async () => {
   server?.close();
+  await upstreams.close();
+  await upstream?.close();
   await redis?.del(stream);
   redis?.disconnect();
   await events?.close();
@@ -65,7 +73,7 @@ describe("held tool calls on PGlite", () => {
     const as = (v: Viewer) => ({ db, events, authz: new Authz(db.sql, v) });
     const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "s" } });
     const ws = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "w", environment: "prod", production: true } });
-    await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: ws.id, name: "github", provider: "github" } });
+    await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: ws.id, name: "github", provider: "github", url: upstream.url } });
     const key = generateVirtualKey();
     await db.prisma.virtualKey.create({ data: { orgId: org.id, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: viewers[0]!.userId } });
     await createApprovalPolicy(as(viewers[0]!), {
@@ -74,7 +82,6 @@ describe("held tool calls on PGlite", () => {
       rules: [{ id: "two", effect: "allow", tools: ["github.*"], environments: ["prod"], roles: [systemRoleId("approval-reviewer")], count: 2 }],
     });
 
-    let executed = 0;
     const gateway = createGateway({
       store: createPostgresGatewayStore(db.prisma),
       stream: redis,
@@ -82,7 +89,7 @@ describe("held tool calls on PGlite", () => {
       gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
       approvalSecret: APPROVAL_SECRET,
       serviceToken: SERVICE_TOKEN,
-      executor: async () => ({ run: ++executed }),
+      upstreams,
     });
     const handler = createGatewayHttpHandler(gateway);
     server = createServer((req, res) => void handler(req, res));
@@ -97,7 +104,7 @@ describe("held tool calls on PGlite", () => {
     await voteOnApprovalRequest(as(viewers[2]!), { requestId: id, decision: "approve", expectedRevision: 2 });
     const delivery = createDeliveryWorker({ db, events, logger, approvalSecret: APPROVAL_SECRET, serviceToken: SERVICE_TOKEN, gatewayUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}` });
     expect(await delivery.tick()).toEqual([{ kind: "delivered", replayed: false }]);
-    expect(executed).toBe(1);
+    expect(upstream.calls.get("delete_repo")).toBe(1);
     expect(await db.prisma.approvalRequest.findUniqueOrThrow({ where: { id } })).toMatchObject({ status: "approved", executionStatus: "executed" });
   }, 60_000);
 });

@@ -19,14 +19,12 @@ let upstream: Upstream;
 beforeAll(async () => {
   w = await createWorld({ gateway: { gate: undefined } });
   foreign = await createOrg(w.db);
-  // The simulation reads destructiveness from the connection's upstream, as the product's
-  // gateway does (the world's own gateway runs an executor and classifies by name).
-  upstream = await startUpstream();
-  await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url: upstream.url } });
+  // The simulation reads destructiveness from the connection's upstream, as the gateway does:
+  // the world's connection runs on its upstream.
+  upstream = w.upstream;
 });
 afterAll(async () => {
   await w?.close();
-  await upstream?.close();
 });
 
 const SAVE = `mutation Save($input: SaveGatewayPolicySetInput!) {
@@ -83,7 +81,7 @@ async function simulate(input: Record<string, unknown>, token = w.org.adminToken
 /** A workspace of the world's stack with a github connection and an agent key. */
 async function workspaceWithKey(name: string, environment: string, production: boolean) {
   const ws = await w.db.prisma.workspace.create({ data: { orgId: w.org.orgId, stackId: w.stack.id, name, environment, production } });
-  await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
+  await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: ws.id, name: "github", provider: "github", url: w.upstream.url } });
   const key = generateVirtualKey();
   await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: ws.id, name: "agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: w.org.adminId } });
   const call = (tool: string, repo = `acme/${Math.random().toString(36).slice(2)}`) =>
@@ -217,7 +215,7 @@ describe("a workspace's gate policy set", () => {
 
   it("a saved set takes effect on the next call, also in another gateway process", async () => {
     // Another gateway (its own cache, as in another process) on the same database.
-    const other = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, executor: async () => ({ ok: true }) });
+    const other = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, upstreams: w.upstreams });
     const call = (repo: string) => other.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.wipe_org", arguments: { repo } } } });
     expect((await call("acme/a")).status).toBe(403); // parsed and cached under the current version
 
@@ -234,7 +232,7 @@ describe("a workspace's gate policy set", () => {
     const store = createPostgresGatewayStore(w.db.prisma);
     const loads: string[] = [];
     const counting = { ...store, loadPolicySet: async (id: string) => (loads.push(id), store.loadPolicySet!(id)) };
-    const gateway = createGateway({ store: counting, stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, executor: async () => ({ ok: true }) });
+    const gateway = createGateway({ store: counting, stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, upstreams: w.upstreams });
     const list = () => gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } } });
     for (let i = 0; i < 3; i++) expect((await list()).outcome.kind).toBe("executed");
     expect(loads).toHaveLength(1);
@@ -254,7 +252,7 @@ describe("a workspace's gate policy set", () => {
     // A real database error on the read of the set's text (the key and its version still read).
     await w.db.sql.query(`ALTER TABLE gateway_policy_versions RENAME COLUMN policies TO policies_unreadable`);
     try {
-      const fresh = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, executor: async () => ({ ok: true }) });
+      const fresh = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: w.redis, streamKey: w.streamKey, approvalSecret: APPROVAL_SECRET, upstreams: w.upstreams });
       const r = await fresh.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } } });
       expect(r.status).toBe(403);
       expect(denial(r.body)).toEqual({ error: "denied", reason: "policy_set_unavailable", policy_ids: [] });

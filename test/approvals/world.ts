@@ -5,23 +5,35 @@ import { createDeliveryWorker, type DeliveryOptions } from "../../src/workers/de
 import { createIngestWorker, type IngestOptions } from "../../src/workers/ingest.js";
 import { validateApprovalRules, type ApprovalRule } from "../../src/domain/approvals/policy.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
-import { createGateway, type ExecuteCall, type GatewayOptions, type ToolCallInput } from "../../src/gateway/gateway.js";
+import { createGateway, type GatewayOptions, type ToolCallInput } from "../../src/gateway/gateway.js";
 import { createGatewayHttpHandler } from "../../src/gateway/http.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
+import { createUpstreamPool } from "../../src/gateway/upstream.js";
+import { argumentHash } from "../../src/domain/canonical.js";
 import { createLogger } from "../../src/infra/logger.js";
 import type { Prisma } from "../../src/generated/prisma/client.js";
 import { systemRoleId } from "../../src/services/system-roles.js";
 import { TEST_REDIS_URL } from "../helpers/env.js";
 import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
+import { startUpstream, type UpstreamCall } from "../helpers/mcp-upstream.js";
 
 /**
  * One org with a prod workspace, its connection and virtual key, three reviewers holding the
  * approval-reviewer role, an allow rule asking two of them for `github.*` in prod, a gateway
- * (the library, on its own HTTP server) whose executor records every call, and the two
- * workers — all on the real PostgreSQL and Redis, each test file on its own schema and stream.
+ * (the library, on its own HTTP server) whose connection runs on a real upstream MCP server
+ * (test/helpers/mcp-upstream.ts) that records every call it runs, and the two workers — all on
+ * the real PostgreSQL and Redis, each test file on its own schema and stream.
  */
+
+/**
+ * One call the world's upstream ran: the tool and arguments it received, and the held call it
+ * was (the approval whose execution was claimed for these arguments when it ran; null for a
+ * call allowed outright), the connection it came through and so its concrete tool
+ * (`<connection>.<tool>`), where known.
+ */
+export type Execution = Omit<UpstreamCall, "tool"> & { tool: string; upstreamTool: string; approvalId: string | null; connectionId: string | null };
 
 export const APPROVAL_SECRET = "test-approval-secret-0123456789abcdef";
 export const SERVICE_TOKEN = "test-gateway-service-token-0123456789";
@@ -43,7 +55,27 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
   const org: OrgFixture = await createOrg(db);
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${t.schemaName}`, authzGroups: ["team-payments"] } });
   const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod", production: true } });
-  const connection = await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github" } });
+  const executions: Execution[] = [];
+  const upstream = await startUpstream({
+    onCall: async (call) => {
+      // The held call this is: its execution is claimed (Executing) before the upstream is called.
+      const claimed = await db.prisma.gatewayExecution.findMany({ where: { state: "Executing" }, select: { approvalId: true } });
+      const held = claimed.length
+        ? await db.prisma.gatewayInvocation.findFirst({ where: { approvalId: { in: claimed.map((c) => c.approvalId) }, argumentHash: argumentHash(call.arguments), tool: { endsWith: `.${call.tool}` } } })
+        : null;
+      const via = held ? null : await db.prisma.connection.findFirst({ where: { url: new URL(call.path, upstream.url).href }, select: { id: true, name: true } });
+      executions.push({
+        ...call,
+        tool: held?.tool ?? (via ? `${via.name}.${call.tool}` : call.tool),
+        upstreamTool: call.tool,
+        approvalId: held?.approvalId ?? null,
+        connectionId: held?.connectionId ?? via?.id ?? null,
+      });
+    },
+  });
+  // Its upstream listens on 127.0.0.1: loopback is allowed, as COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE=1 does.
+  const upstreams = createUpstreamPool({ approvalSecret: APPROVAL_SECRET, defaultTimeoutMs: 3_000, addresses: { allowPrivate: true } });
+  const connection = await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github", url: upstream.url } });
   const keyPlaintext = generateVirtualKey();
   const virtualKey = await db.prisma.virtualKey.create({
     data: { orgId: org.orgId, workspaceId: workspace.id, name: "deploy-agent", keyHash: hashVirtualKey(keyPlaintext), prefix: virtualKeyPrefix(keyPlaintext), createdById: org.adminId },
@@ -60,7 +92,6 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     });
   }
 
-  const executions: ExecuteCall[] = [];
   const gateway = createGateway({
     store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
@@ -69,10 +100,7 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     approvalSecret: APPROVAL_SECRET,
     serviceToken: SERVICE_TOKEN,
     inboxUrl: "https://countersign.test/inbox/{approval_id}",
-    executor: async (call) => {
-      executions.push(call);
-      return { deleted: call.arguments["repo"] ?? null };
-    },
+    upstreams,
     ...options.gateway,
   });
   const handler = createGatewayHttpHandler(gateway);
@@ -128,6 +156,8 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     policy,
     setPolicy,
     executions,
+    upstream,
+    upstreams,
     gateway,
     gatewayUrl,
     ingest,
@@ -137,6 +167,8 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections?.();
+      await upstreams.close();
+      await upstream.close();
       await redis.del(streamKey).catch(() => 0);
       redis.disconnect();
       await t.close();

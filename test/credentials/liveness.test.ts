@@ -34,7 +34,7 @@ async function tenant() {
   const n = ++counter;
   const stack = await db.prisma.stack.create({ data: { orgId: org.orgId, name: `payments-${n}`, authzGroups: ["team-payments"] } });
   const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: `payments-prod-${n}`, environment: "prod", production: true } });
-  await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github" } });
+  await db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: workspace.id, name: "github", provider: "github", url: world.upstream.url } });
   const reviewers: MemberFixture[] = [];
   for (let i = 0; i < 2; i++) reviewers.push(await addMember(db, org.orgId, { role: "approval-reviewer" }));
   const valid = validateApprovalRules(TWO_REVIEWERS);

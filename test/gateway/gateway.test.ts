@@ -107,7 +107,7 @@ describe("holding a destructive prod call", () => {
       streamKey: w.streamKey,
       gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
       approvalSecret: APPROVAL_SECRET,
-      executor: async () => ({}),
+      upstreams: w.upstreams,
     });
     const r = await gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "acme/order" } } } });
     expect(r.status).toBe(423);
@@ -122,7 +122,7 @@ describe("holding a destructive prod call", () => {
       stream: down,
       gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
       approvalSecret: APPROVAL_SECRET,
-      executor: async () => ({}),
+      upstreams: w.upstreams,
     });
     const before = await w.db.prisma.gatewayInvocation.count();
     const r = await gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "acme/down" } } } });
@@ -161,7 +161,7 @@ describe("holding a destructive prod call", () => {
       streamKey: w.streamKey,
       gate: createCedarGate(`@id("permit-all") permit (principal, action, resource);\n@id("no-deletes") forbid (principal, action, resource == Tool::"github.delete_repo");`),
       approvalSecret: APPROVAL_SECRET,
-      executor: async () => ({}),
+      upstreams: w.upstreams,
     });
     const before = await w.streamLength();
     const r = await gateway.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.delete_repo", arguments: {} } } });
@@ -264,7 +264,7 @@ describe("resume: POST /internal/v1/approvals/resume", () => {
       tokenIssuer: "acme-control",
       tokenAudience: "acme-gateway",
       serviceToken: SERVICE_TOKEN,
-      executor: async () => ({ custom: true }),
+      upstreams: w.upstreams,
     });
     const id = await held("acme/custom-iss");
     const body = await resumeBody(id, "acme/custom-iss", { token: await tokenFor(id, {}, { issuer: "acme-control", audience: "acme-gateway" }) });
@@ -286,7 +286,7 @@ describe("resume: POST /internal/v1/approvals/resume", () => {
       gate: createCedarGate(`@id("permit-all") permit (principal, action, resource);\n@id("freeze-github") forbid (principal, action, resource == Tool::"github.delete_repo");`),
       approvalSecret: APPROVAL_SECRET,
       serviceToken: SERVICE_TOKEN,
-      executor: async () => ({}),
+      upstreams: w.upstreams,
     });
     const denied = await strict.resume({ authorization: `Bearer ${SERVICE_TOKEN}`, body: await resumeBody(id, "acme/current") });
     expect(denied.status).toBe(403);

@@ -30,6 +30,8 @@ const clients: Client[] = [];
 beforeAll(async () => {
   upstream = await startUpstream();
   w = await createWorld({ gateway: { upstreams: pool } });
+  // The world's own connection ("github") here has no url: what such a connection answers is checked below.
+  await w.db.prisma.connection.update({ where: { id: w.connection.id }, data: { url: null } });
 });
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close().catch(() => {})));
@@ -326,7 +328,7 @@ describe("upstream failures", () => {
     }
     expect(await w.streamLength()).toBe(streamBefore);
     await expect(listConnectionTools(gh, { upstreams: pool })).rejects.toBeInstanceOf(UpstreamError);
-    // A connection without a url, on a gateway without an executor: upstream_unavailable (not configured).
+    // A connection without a url: upstream_unavailable (not configured), nothing held.
     const none = await connection(null);
     const bare = createGateway({ store: createPostgresGatewayStore(w.db.prisma), stream: w.redis, streamKey: w.streamKey, gate: createCedarGate(DEFAULT_GATEWAY_POLICIES), approvalSecret: APPROVAL_SECRET, upstreams: pool });
     const noUrl = await bare.handleToolCall({ authorization: `Bearer ${w.keyPlaintext}`, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${none.name}.delete_repo`, arguments: {} } } });
