@@ -13,6 +13,9 @@ export interface KeptPrincipals {
   epoch: number;
 }
 
+/** An Authz whose viewer is known to be there: a signed-in caller's (the `authenticated` scope passed). */
+export type SignedInAuthz = Authz & { readonly viewer: Viewer };
+
 /**
  * The request's authorization: the viewer's principal is loaded once per request (or per
  * subscription event) and every check after that is in memory (src/domain/catalog/check.ts).
