@@ -40,6 +40,16 @@ export interface SignedInContext extends Context {
   authz: SignedInAuthz;
 }
 
+/**
+ * The context as a signed-in caller's, for a field of an object type (reached only under a root
+ * field the `authenticated` scope guards) that calls a service acting as the caller. Checked, not
+ * asserted: a context without a viewer throws.
+ */
+export function signedIn(ctx: Context): SignedInContext {
+  if (!ctx.viewer || !ctx.authz.viewer) throw new Error("signedIn called on an unauthenticated context");
+  return ctx as SignedInContext;
+}
+
 /** The viewer, for fields that the `authenticated` scope already guards. */
 export function viewerOf(ctx: Context): Viewer {
   if (!ctx.viewer) throw new Error("viewerOf called on an unauthenticated context");

@@ -30,7 +30,7 @@ import type { ApiToken } from "../../generated/prisma/client.js";
 import { SIGNED_IN } from "../helpers.js";
 
 const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 const orgOf = (ctx: SignedInContext) => ctx.viewer.orgId;
 const NO_TARGET = { matchValue: null, groups: null } as const;
 const READ = (resourceType: "role" | "member" | "identity_source") => ({ resourceType, action: "read", ...NO_TARGET }) as const;

@@ -1,7 +1,7 @@
 import DataLoader from "dataloader";
 import { resolveArrayConnection } from "@pothos/plugin-relay";
 import { builder } from "../builder.js";
-import { viewerOf, type Context, type SignedInContext } from "../context.js";
+import { signedIn, viewerOf, type Context, type SignedInContext } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client.js";
@@ -275,7 +275,7 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
       resolve: async (r, _a, ctx) => {
         const [workspace, votes, snapshot] = await Promise.all([ruleWorkspace(ctx, r.workspaceId), loaders(ctx).votes.load(r.id), loaders(ctx).snapshot.load(r)]);
         if (!workspace) return false;
-        return viewerMayDecide(ctx.authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
+        return viewerMayDecide(signedIn(ctx).authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
       },
     }),
   }),

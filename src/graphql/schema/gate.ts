@@ -8,7 +8,7 @@
 
 import { builder } from "../builder.js";
 import { rowQuery } from "./row-query.js";
-import type { Context, SignedInContext } from "../context.js";
+import { signedIn, type Context, type SignedInContext } from "../context.js";
 import { GateNotPassedError } from "../../errors.js";
 import {
   GATE_REASON_CODES,
@@ -297,11 +297,11 @@ builder.objectType(GateNotPassedError, {
 
 // ── Query and subscriptions ───────────────────────────────────────────────────────────
 
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 
 /** The gate of one plan as the plan page shows it: stored once its apply started, else live. */
 export async function gateOf(ctx: Context, planId: string): Promise<GateSnapshot> {
-  const head = await findReadablePlanHead(deps(ctx), planId);
+  const head = await findReadablePlanHead(deps(signedIn(ctx)), planId);
   const version = await nextGateVersion(ctx.db.sql);
   return snapshotOf(ctx.db.sql, head, version);
 }

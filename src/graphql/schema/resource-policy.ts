@@ -3,7 +3,7 @@
 
 import { builder, readable } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
-import type { Context } from "../context.js";
+import { signedIn, type Context } from "../context.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
@@ -130,7 +130,7 @@ builder.prismaObjectField("Role", "namedByPolicies", (t) =>
   t.field({
     type: [ResourcePolicyRef],
     description: "Resource policies naming this role as approver that you may read: deleting the role leaves them blocking on it.",
-    resolve: (role, _a, ctx) => resourcePoliciesNamingRole(ctx.db, ctx.authz, role.id),
+    resolve: (role, _a, ctx) => resourcePoliciesNamingRole(ctx.db, signedIn(ctx).authz, role.id),
   }),
 );
 

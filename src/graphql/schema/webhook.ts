@@ -2,7 +2,7 @@
 // redeliver. Needs the org-level (webhook, …) family. Rules in src/services/webhooks.ts.
 
 import { builder, readable } from "../builder.js";
-import type { Context } from "../context.js";
+import { signedIn, type Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import {
@@ -19,7 +19,7 @@ import {
 } from "../../services/webhooks.js";
 import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.config });
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], config: ctx.config });
 
 /** GraphQL enum names cannot hold a dot: plan.needs_approvals ↔ PLAN_NEEDS_APPROVALS. */
 const WebhookEventEnum = builder.enumType("WebhookEvent", {
@@ -83,7 +83,7 @@ export const WebhookRef = builder.prismaObject("Webhook", {
       type: [WebhookDeliveryRef],
       description: "The delivery log, newest first (at most 200).",
       args: { first: t.arg.int({ defaultValue: 50 }) },
-      resolve: (w, args, ctx) => listDeliveries(deps(ctx), w.id, args.first ?? 50),
+      resolve: (w, args, ctx) => listDeliveries(deps(signedIn(ctx)), w.id, args.first ?? 50),
     }),
   }),
 });

@@ -8,7 +8,7 @@ import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
-import type { Context } from "../context.js";
+import { signedIn, type Context } from "../context.js";
 import { ERRORS, deps, loadUser, notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { decodeCursor, encodeCursor } from "./cursor.js";
@@ -33,7 +33,7 @@ function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
   if (!loader) {
     loader = new DataLoader(
       async (workspaces: readonly ReservableWorkspace[]) => {
-        const options = await reservationOptions(deps(ctx), workspaces);
+        const options = await reservationOptions(deps(signedIn(ctx)), workspaces);
         return workspaces.map((w) => options.get(w.id)!);
       },
       { cacheKeyFn: (w) => w.id },
