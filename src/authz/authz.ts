@@ -14,18 +14,25 @@ export interface KeptPrincipals {
 }
 
 /**
+ * An Authz whose viewer is there, in the type: a signed-in caller's (a GraphQL field the
+ * `authenticated` scope guards, graphql/context.ts SignedInContext) or one built for a known user.
+ * A service that acts as the caller takes this, and reads `authz.viewer` without asserting it.
+ */
+export type SignedInAuthz = Authz<Viewer>;
+
+/**
  * The request's authorization: the viewer's principal is loaded once per request (or per
  * subscription event) and every check after that is in memory (src/domain/catalog/check.ts).
  * Given `kept`, the principal comes from the process's cache while the authz epoch the request
  * read with its token is the one it was kept under (no change to what it is built from has
  * committed since, in any process); otherwise it is loaded, then kept.
  */
-export class Authz {
+export class Authz<V extends Viewer | null = Viewer | null> {
   private principalPromise: Promise<LoadedPrincipal> | null = null;
 
   constructor(
     private readonly sql: SqlRunner,
-    readonly viewer: Viewer | null,
+    readonly viewer: V,
     private kept: KeptPrincipals | null = null,
   ) {}
 

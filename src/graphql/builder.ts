@@ -8,7 +8,7 @@ import StorableTextPlugin from "./plugins/storable-text.js";
 import { jsonTextProblem } from "../domain/text.js";
 import type PrismaTypes from "../generated/pothos-types.js";
 import { getDatamodel } from "../generated/pothos-types.js";
-import type { Context } from "./context.js";
+import type { Context, SignedInContext } from "./context.js";
 import type { Target } from "../domain/catalog/index.js";
 import { wroteIt } from "./denied-edges.js";
 
@@ -17,11 +17,11 @@ export const builder = new SchemaBuilder<{
   PrismaTypes: PrismaTypes;
   AuthScopes: {
     authenticated: boolean;
-    /** An active member of a live organization. */
-    member: boolean;
     /** The caller holds this permission tuple (field-level checks on an object's parent). */
     permission: Target;
   };
+  /** `t.withAuth(SIGNED_IN)` (helpers.ts): the resolver's context has its viewer, in the type. */
+  AuthContexts: { authenticated: SignedInContext };
   DefaultFieldNullability: false;
   Scalars: {
     DateTime: { Input: Date; Output: Date | string };
@@ -37,9 +37,6 @@ export const builder = new SchemaBuilder<{
     // name with an Object.defineProperty each on every request.
     authScopes: (ctx) => ({
       authenticated: ctx.viewer !== null,
-      async member() {
-        return ctx.viewer !== null && (await ctx.authz.requireMember().then(() => true, () => false));
-      },
       permission(target) {
         return ctx.authz.can(target);
       },

@@ -1,5 +1,5 @@
 import type { Viewer } from "../auth/authenticate.js";
-import type { Authz } from "../authz/authz.js";
+import type { Authz, SignedInAuthz } from "../authz/authz.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
@@ -32,6 +32,25 @@ export interface SubscriptionSink {
   id: string;
   /** Writes one protocol message to the socket; false if the socket is no longer open. */
   send(data: string): boolean;
+}
+
+/**
+ * A signed-in caller's context, in the type: what a root field declared with
+ * `t.withAuth(SIGNED_IN)` (helpers.ts) resolves with, the `authenticated` scope having passed.
+ */
+export interface SignedInContext extends Context {
+  viewer: Viewer;
+  authz: SignedInAuthz;
+}
+
+/**
+ * The context as a signed-in caller's, for a field of an object type (reached only under a root
+ * field the `authenticated` scope guards) that calls a service acting as the caller. Checked, not
+ * asserted: a context without a viewer throws.
+ */
+export function signedIn(ctx: Context): SignedInContext {
+  if (!ctx.viewer || !ctx.authz.viewer) throw new Error("signedIn called on an unauthenticated context");
+  return ctx as SignedInContext;
 }
 
 /** The viewer, for fields that the `authenticated` scope already guards. */

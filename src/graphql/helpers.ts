@@ -7,8 +7,17 @@ import type { Context } from "./context.js";
 import { perRequest } from "./request-loaders.js";
 import { COMMON_ERRORS } from "./schema/errors.js";
 
+/**
+ * A root field for a signed-in caller: `t.withAuth(SIGNED_IN).field({...})`. A caller with no
+ * token is answered UNAUTHENTICATED before the resolver runs (builder.ts, unauthorizedError);
+ * the resolver's context is a SignedInContext, its viewer there in the type. Whether the caller
+ * is an active member, and may do what the field does, is the service's decision (authz).
+ */
+export const SIGNED_IN = { authenticated: true } as const;
+
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
-export const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+/** A service's dependencies; from a signed-in field's context, its authz has the viewer in the type. */
+export const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 
 /** A single-object query answers null for what the caller may not see (never leaking why). */
 export function notFoundAsNull(error: unknown): null {

@@ -8,7 +8,7 @@
 // id), never a credential: there is no secret to seal or to read back.
 
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
 import type { Target } from "../domain/catalog/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
@@ -53,9 +53,9 @@ export const cloudIntegrationTarget = (ci: WithStack, action: Target["action"]):
 export const CLOUD_INTEGRATION_RULE_INPUTS = { stack: { select: { authzGroups: true } } } as const;
 
 /** An integration of the viewer's org the viewer may read, or NotFound (never "forbidden"). */
-export async function findReadableCloudIntegration(db: Database, authz: Authz, id: string) {
+export async function findReadableCloudIntegration(db: Database, authz: SignedInAuthz, id: string) {
   await authz.requireMember();
-  const ci = await db.prisma.cloudIntegration.findFirst({ where: { id, orgId: authz.viewer!.orgId }, include: CLOUD_INTEGRATION_RULE_INPUTS });
+  const ci = await db.prisma.cloudIntegration.findFirst({ where: { id, orgId: authz.viewer.orgId }, include: CLOUD_INTEGRATION_RULE_INPUTS });
   if (!ci || !(await authz.can(cloudIntegrationTarget(ci, "read")))) throw new NotFoundError("CloudIntegration", id);
   return ci;
 }
@@ -74,7 +74,7 @@ export const CreateCloudIntegrationInput = z.object({
  * (cloud_integration, create, <name>): "pattern matching applies at create time too". The stack
  * it attaches to must be one the caller can read (NotFound otherwise, as everywhere).
  */
-export async function createCloudIntegration(db: Database, authz: Authz, raw: unknown) {
+export async function createCloudIntegration(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(CreateCloudIntegrationInput, raw);
   const identity = identityOrThrow(input.provider, input.identity);
   const stack = await findReadableStack(db, authz, input.stackId);
@@ -113,7 +113,7 @@ export const UpdateCloudIntegrationInput = z.object({
  * changes: moving it would hand it another stack's groups, so that is a new integration.
  * Written only over the revision that was read and authorized.
  */
-export async function updateCloudIntegration(db: Database, authz: Authz, raw: unknown) {
+export async function updateCloudIntegration(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(UpdateCloudIntegrationInput, raw);
   const ci = await findReadableCloudIntegration(db, authz, input.id);
   const stale = (current: number) =>
@@ -146,7 +146,7 @@ export async function updateCloudIntegration(db: Database, authz: Authz, raw: un
 }
 
 /** (cloud_integration, delete). */
-export async function deleteCloudIntegration(db: Database, authz: Authz, id: string) {
+export async function deleteCloudIntegration(db: Database, authz: SignedInAuthz, id: string) {
   const ci = await findReadableCloudIntegration(db, authz, id);
   await authz.require(cloudIntegrationTarget(ci, "delete"));
   await db.prisma.cloudIntegration.delete({ where: { id: ci.id } });
@@ -158,9 +158,9 @@ export async function deleteCloudIntegration(db: Database, authz: Authz, id: str
  * semantics as the check (src/authz/list-filter.ts): by name pattern, or by a group of their
  * stack.
  */
-export async function listCloudIntegrations(db: Database, authz: Authz, options: { first: number; after: string | null }) {
+export async function listCloudIntegrations(db: Database, authz: SignedInAuthz, options: { first: number; after: string | null }) {
   const scope = await authz.scope("cloud_integration", "read");
-  const query = namePageQuery("cloud_integration", authz.viewer!.orgId, scope, options.after, options.first + 1);
+  const query = namePageQuery("cloud_integration", authz.viewer.orgId, scope, options.after, options.first + 1);
   if (!query) return { rows: [], hasNextPage: false };
   const found = await db.sql.query<{ id: string }>(query.text, query.params);
   const rows = await db.prisma.cloudIntegration.findMany({

@@ -11,19 +11,19 @@
 // an object its family finds under read (findRule) is NotFound to a principal holding the action
 // but not read on it — the same decision the check API answers with (READ_MISSING).
 
-import type { Authz } from "../authz/authz.js";
+import type { Authz, SignedInAuthz } from "../authz/authz.js";
 import type { Target } from "../domain/catalog/check.js";
 import { NotFoundError } from "../errors.js";
 
 export async function findThenAuthorize<T>(
-  authz: Authz,
+  authz: SignedInAuthz,
   find: (orgId: string) => Promise<T>,
   permission: Target | ((found: T) => Target) | null,
   /** The error for an object the viewer cannot find (its family finds it under read); by default NotFound of its type, naming nothing of the object. */
   notFound?: (found: T) => Error,
 ): Promise<T> {
   await authz.requireMember();
-  const found = await find(authz.viewer!.orgId);
+  const found = await find(authz.viewer.orgId);
   if (permission) {
     const target = typeof permission === "function" ? permission(found) : permission;
     await authz.authorize(target, () => notFound?.(found) ?? new NotFoundError(target.resourceType, "requested"));

@@ -33,7 +33,7 @@ export async function createIdentitySource({ db, authz }: RoleDeps, raw: unknown
   );
   await authz.require(SOURCE("create"));
   try {
-    return await db.prisma.identitySource.create({ data: { orgId: authz.viewer!.orgId, name: input.name, kind: input.kind } });
+    return await db.prisma.identitySource.create({ data: { orgId: authz.viewer.orgId, name: input.name, kind: input.kind } });
   } catch (error) {
     if (uniqueViolation(error)) throw new ConflictError(`An identity source named ${input.name} already exists.`);
     throw error;
@@ -42,7 +42,7 @@ export async function createIdentitySource({ db, authz }: RoleDeps, raw: unknown
 
 export async function deleteIdentitySource({ db, authz, events }: RoleDeps, id: string) {
   const source = await findThenAuthorize(authz, (orgId) => findSource(db, orgId, id), SOURCE("delete"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await db.prisma.$transaction([
     db.prisma.identityGroupBinding.deleteMany({ where: { identitySourceId: source.id } }),
     db.prisma.userIdentityGroup.deleteMany({ where: { identitySourceId: source.id } }),
@@ -65,7 +65,7 @@ export async function createGroupBinding({ db, authz, events }: RoleDeps, raw: u
     },
     ASSIGN,
   );
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await rejectPersonalOrg(db, orgId, "group bindings");
   try {
     const binding = await db.prisma.identityGroupBinding.create({
@@ -91,7 +91,7 @@ export async function updateGroupBinding({ db, authz, events }: RoleDeps, raw: u
     },
     ASSIGN,
   );
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const updated = await db.prisma.$transaction(async (tx) => {
     await tx.identityGroupBindingRole.deleteMany({ where: { bindingId: binding.id } });
     await tx.identityGroupBindingRole.createMany({ data: roleIds.map((roleId) => ({ bindingId: binding.id, roleId })) });
@@ -103,7 +103,7 @@ export async function updateGroupBinding({ db, authz, events }: RoleDeps, raw: u
 
 export async function deleteGroupBinding({ db, authz, events }: RoleDeps, id: string) {
   const binding = await findThenAuthorize(authz, (orgId) => findBinding(db, orgId, id), ASSIGN);
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await db.prisma.identityGroupBinding.delete({ where: { id: binding.id } });
   announceAuthzChange(events, orgId, "binding_deleted");
   return binding;
@@ -127,7 +127,7 @@ export async function syncUserGroups({ db, authz, events }: RoleDeps, raw: unkno
     },
     SOURCE("sync"),
   );
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const keys = [...new Set(input.groupKeys)].sort();
   await db.prisma.$transaction([
     db.prisma.userIdentityGroup.deleteMany({ where: { identitySourceId: source.id, userId: input.userId } }),

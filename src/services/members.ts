@@ -26,7 +26,7 @@ export async function addMember(deps: RoleDeps, raw: unknown) {
     await findThenAuthorize(authz, (orgId) => findRole(db, orgId, roleId), { resourceType: "role", action: "assign", matchValue: null, groups: null });
   }
   await authz.require(MEMBER("create"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   if (input.roleId) await rejectPersonalOrg(db, orgId, "manual role assignments");
   const membership = await db.prisma.$transaction(async (tx) => {
     // Only this organization's members are looked at: the answer is the same whether or not
@@ -49,7 +49,7 @@ const findMembership = (deps: RoleDeps, userId: string, permission: Parameters<t
 /** A deactivated member's grants stop at once (every check reads active membership). */
 export async function setMemberActive(deps: RoleDeps, userId: string, active: boolean) {
   const membership = await findMembership(deps, userId, MEMBER("update"));
-  if (!active && userId === deps.authz.viewer!.userId) {
+  if (!active && userId === deps.authz.viewer.userId) {
     throw new InvalidStateError("Member", "self", "You cannot deactivate your own membership.");
   }
   const updated = await deps.db.prisma.membership.update({
@@ -90,7 +90,7 @@ export const CreateTokenInput = z.object({
  */
 export async function createApiToken(deps: RoleDeps, raw: unknown) {
   const input = parseInput(CreateTokenInput, raw);
-  const viewer = deps.authz.viewer!;
+  const viewer = deps.authz.viewer;
   await deps.authz.requireMember();
   const userId = input.userId ?? viewer.userId;
   if (userId !== viewer.userId) {
@@ -105,7 +105,7 @@ export async function createApiToken(deps: RoleDeps, raw: unknown) {
 }
 
 export async function revokeApiToken(deps: RoleDeps, id: string) {
-  const viewer = deps.authz.viewer!;
+  const viewer = deps.authz.viewer;
   await deps.authz.requireMember();
   const token = await deps.db.prisma.apiToken.findFirst({ where: { id, orgId: viewer.orgId } });
   if (!token) throw new NotFoundError("ApiToken", id);
@@ -122,7 +122,7 @@ export async function deleteOrganization(deps: RoleDeps) {
   if (!principal.isSuperAdmin && principal.isOwner !== true) {
     throw new PermissionDeniedError(null, "Only a super admin, or a personal organization's owner, can delete the organization.");
   }
-  const org = await deps.db.prisma.organization.update({ where: { id: deps.authz.viewer!.orgId }, data: { deletedAt: new Date() } });
+  const org = await deps.db.prisma.organization.update({ where: { id: deps.authz.viewer.orgId }, data: { deletedAt: new Date() } });
   announceAuthzChange(deps.events, org.id, "organization_deleted");
   return org;
 }

@@ -6,7 +6,7 @@
 // through an SSO group binding, or the tuple that is missing. Spec: seeds/004 "Authz semantics";
 // decisions: docs/permissions.md, "The check API".
 
-import type { Authz } from "../authz/authz.js";
+import type { Authz, SignedInAuthz } from "../authz/authz.js";
 import { loadPrincipals, type LoadedPrincipal } from "../authz/principal.js";
 import {
   ANY,
@@ -327,12 +327,12 @@ const OWNER_SOURCE: GrantSource = {
  * all of them, so nothing leaks.
  */
 export async function checkPermissions(
-  deps: { db: Database; authz: Authz },
+  deps: { db: Database; authz: SignedInAuthz },
   checks: readonly PermissionCheckInput[],
 ): Promise<PermissionCheckAnswer[]> {
   const { db, authz } = deps;
   const caller = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const parsed = parseChecks(viewer.userId, checks);
   if (parsed.some((c) => c.principalId !== viewer.userId)) {
     const result = checkPermission(caller, CHECK_PERMISSION);

@@ -12,7 +12,7 @@
 
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { InvalidStateError, LimitExceededError } from "../errors.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
@@ -56,10 +56,10 @@ export const personKey = (email: string) => email.trim().toLowerCase();
  */
 const personalSlug = (name: string) => `${slugify(name).slice(0, 48)}-${randomBytes(4).toString("hex")}`;
 
-export async function createOwnPersonalOrganization(db: Database, authz: Authz, raw: unknown, limits: PersonalOrganizationLimits, limiter: CreationLimiter = limiterFor(limits)) {
+export async function createOwnPersonalOrganization(db: Database, authz: SignedInAuthz, raw: unknown, limits: PersonalOrganizationLimits, limiter: CreationLimiter = limiterFor(limits)) {
   const input = parseInput(CreatePersonalOrganizationInput, raw);
   await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   if (viewer.isServiceAccount) {
     throw new InvalidStateError(
       "User",

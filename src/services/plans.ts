@@ -53,7 +53,7 @@ const targetOfHead = (head: PlanHead, action: Parameters<typeof workspaceTarget>
 /** A plan of the viewer's org whose workspace the viewer may read, or NotFound. */
 export async function findReadablePlanHead(deps: Pick<GateDeps, "db" | "authz">, planId: string): Promise<PlanHead> {
   const { db, authz } = deps;
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const head = await loadPlanHead(db.sql, viewer.orgId, planId);
   if (!head || !(await authz.can(targetOfHead(head, "read")))) throw new NotFoundError("Plan", planId);
   return head;
@@ -62,7 +62,7 @@ export async function findReadablePlanHead(deps: Pick<GateDeps, "db" | "authz">,
 /** The plan for an action: NotFound unless the viewer can read it or perform the action. */
 async function findPlanHeadFor(deps: Pick<GateDeps, "db" | "authz">, planId: string, actions: readonly ("plan" | "approve" | "read")[]) {
   const { db, authz } = deps;
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const head = await loadPlanHead(db.sql, viewer.orgId, planId);
   if (!head) throw new NotFoundError("Plan", planId);
   for (const action of actions) if (await authz.can(targetOfHead(head, action))) return head;
@@ -130,7 +130,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
   if (!parsed.ok) throw planIssuesError(input.changes ? "input.changes" : "input.plan", parsed.issues);
   const workspace = await findWorkspaceFor(db, authz, input.workspaceId, "plan");
   assertNotArchived(workspace);
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const planId = randomUUID();
   const plan = await db.prisma.$transaction(async (tx) => {
     await lockLiveWorkspace(tx, workspace.id);
@@ -170,7 +170,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
  */
 export async function approvePlan({ db, authz, events }: GateDeps, planId: string) {
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const head = await loadPlanHead(db.sql, viewer.orgId, planId);
   if (!head) throw new NotFoundError("Plan", planId);
   if (!(await authz.can(targetOfHead(head, "approve")))) {
@@ -216,7 +216,7 @@ export async function approvePlan({ db, authz, events }: GateDeps, planId: strin
  * approvals, so an apply either sees the withdrawal or the withdrawal finds the plan applying.
  */
 export async function withdrawApproval({ db, authz, events }: GateDeps, planId: string) {
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const head = await loadPlanHead(db.sql, viewer.orgId, planId);
   if (!head) throw new NotFoundError("Plan", planId);
   if (!(await authz.can(targetOfHead(head, "read")))) {
@@ -269,7 +269,7 @@ export async function withdrawApproval({ db, authz, events }: GateDeps, planId: 
  * apply"). A gate that has not passed is GateNotPassedError, whoever asks.
  */
 export async function applyPlan({ db, authz, events }: GateDeps, planId: string) {
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const head = await findPlanHeadFor({ db, authz }, planId, ["approve", "read"]);
   const stored = await db.prisma.$transaction(async (tx) => {
     const sql = txSql(tx);
@@ -332,7 +332,7 @@ export async function reportPlanResult({ db, authz, events }: GateDeps, raw: unk
       throw new InvalidStateError("Plan", locked?.status ?? "unknown", `Plan ${head.id} is ${locked?.status}; only an applying plan has a result to report.`);
     }
     const finished = await tx.plan.update({ where: { id: head.id }, data: { status: input.outcome, finishedAt: new Date(), resultMessage: input.message || null } });
-    await enqueuePlanEvent(tx, head.orgId, head.id, "plan.apply_finished", { outcome: input.outcome, message: input.message || null, reportedById: authz.viewer!.userId });
+    await enqueuePlanEvent(tx, head.orgId, head.id, "plan.apply_finished", { outcome: input.outcome, message: input.message || null, reportedById: authz.viewer.userId });
     return finished;
   }, LOCKING_TX_OPTIONS);
   publishGateChange(events, head.orgId, [head.workspaceId], `plan_${input.outcome}`);

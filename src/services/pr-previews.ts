@@ -17,7 +17,7 @@
 
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { checkPermission } from "../domain/catalog/index.js";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
@@ -41,7 +41,7 @@ export const SetPrPlanModeInput = z.object({
  * setting pr_plan_mode to auto, which turns every future PR preview into a standing yes").
  * Going back to manual takes no preview grant: it only makes previews wait again.
  */
-export async function setStackPrPlanMode(db: Database, authz: Authz, raw: unknown) {
+export async function setStackPrPlanMode(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(SetPrPlanModeInput, raw);
   const stack = await findReadableStack(db, authz, input.stackId);
   await authz.require(stackTarget(stack, "update"));
@@ -78,11 +78,11 @@ export const RequestPrPreviewInput = z.object({
  * mode is read under a share lock on its row, so a preview is parked or confirmed by the mode
  * in force when it is recorded, never by one being changed at that moment.
  */
-export async function requestPrPreview(db: Database, authz: Authz, raw: unknown) {
+export async function requestPrPreview(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(RequestPrPreviewInput, raw);
   const stack = await findReadableStack(db, authz, input.stackId);
   await authz.require(stackTarget(stack, "deploy"));
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const id = await db.prisma.$transaction(async (tx) => {
     const sql = txSql(tx);
     const [locked] = await sql.query<{ prPlanMode: PrPlanMode }>(
@@ -104,10 +104,10 @@ export async function requestPrPreview(db: Database, authz: Authz, raw: unknown)
 }
 
 /** A preview of the viewer's org whose stack the viewer may read, or NotFound. */
-export async function findReadablePrPreview(db: Database, authz: Authz, id: string) {
+export async function findReadablePrPreview(db: Database, authz: SignedInAuthz, id: string) {
   await authz.requireMember();
   const preview = await db.prisma.prPreview.findFirst({
-    where: { id, orgId: authz.viewer!.orgId },
+    where: { id, orgId: authz.viewer.orgId },
     include: { stack: { select: { name: true, authzGroups: true } } },
   });
   if (!preview || !(await authz.can(stackTarget(preview.stack, "read")))) throw new NotFoundError("PrPreview", id);
@@ -120,10 +120,10 @@ export async function findReadablePrPreview(db: Database, authz: Authz, id: stri
  * checked against the stack row as it is while the preview is confirmed (held FOR SHARE), so a
  * regrouping or rename landing meanwhile cannot slip a confirmation through.
  */
-export async function confirmPrPreview(db: Database, authz: Authz, id: string) {
+export async function confirmPrPreview(db: Database, authz: SignedInAuthz, id: string) {
   const preview = await findReadablePrPreview(db, authz, id);
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   await authz.require(stackTarget(preview.stack, "preview"));
   const confirmedId = await db.prisma.$transaction(async (tx) => {
     const sql = txSql(tx);

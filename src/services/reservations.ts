@@ -44,7 +44,7 @@ export async function reserveWorkspace({ db, authz, events }: GateDeps, raw: unk
   const workspace = await findWorkspaceFor(db, authz, input.workspaceId, "approve");
   assertNotArchived(workspace);
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   let holder: { holderUserId: string } | { holderRoleId: string };
   let holderName: string;
   if (input.roleId) {
@@ -101,7 +101,7 @@ export async function reservationOptions(
   workspaces: readonly ReservableWorkspace[],
 ): Promise<Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>> {
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const out = new Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>();
   const open: ReservableWorkspace[] = [];
   for (const w of workspaces) {
@@ -143,7 +143,7 @@ export async function reservableRoles({ db, authz }: Pick<GateDeps, "db" | "auth
 
 export async function releaseReservation({ db, authz, events }: GateDeps, reservationId: string) {
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const found = await db.prisma.reservation.findFirst({ where: { id: reservationId, orgId: viewer.orgId } });
   if (!found) throw new NotFoundError("Reservation", reservationId);
   const allowed =
@@ -180,7 +180,7 @@ export async function releaseReservation({ db, authz, events }: GateDeps, reserv
  */
 export async function activeReservationsOfRole({ db, authz }: Pick<GateDeps, "db" | "authz">, roleId: string) {
   await authz.requireMember();
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const role = await db.prisma.role.findFirst({ where: { id: roleId, OR: [{ orgId }, { orgId: null, system: true }] } });
   if (!role) throw new NotFoundError("Role", roleId);
   const rows = await db.prisma.reservation.findMany({

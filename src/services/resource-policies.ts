@@ -9,7 +9,7 @@
 // apply never starts halfway through a policy edit.
 
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { CHANGE_ACTIONS, resourceAddressProblem, validateAddressPattern, type ChangeAction } from "../domain/gate/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors.js";
 import type { Database } from "../infra/db.js";
@@ -218,7 +218,7 @@ function allFourRequirements(given: RequirementValue[]): RequirementValue[] {
 export async function createResourcePolicy({ db, authz, events }: GateDeps, raw: unknown) {
   const input = parseInput(CreateResourcePolicyInput, raw);
   await authz.requireMember();
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   // What the input names is looked up in the caller's org first (a foreign id is not_found,
   // never "forbidden"), then the permission is checked.
   await validateReferences(db, orgId, input, { workspaceIds: true, assignments: true, requirements: true });
@@ -234,7 +234,7 @@ export async function createResourcePolicy({ db, authz, events }: GateDeps, raw:
           name: input.name,
           description: input.description,
           addressPatterns: [...new Set(input.addressPatterns)],
-          updatedById: authz.viewer!.userId,
+          updatedById: authz.viewer.userId,
           workspaces: { create: workspaceIds.map((workspaceId) => ({ workspaceId })) },
         },
       });
@@ -250,17 +250,17 @@ export async function createResourcePolicy({ db, authz, events }: GateDeps, raw:
   return policy;
 }
 
-async function findPolicy(db: Database, authz: Authz, id: string) {
+async function findPolicy(db: Database, authz: SignedInAuthz, id: string) {
   await authz.requireMember();
   const policy = await db.prisma.resourcePolicy.findFirst({
-    where: { id, orgId: authz.viewer!.orgId },
+    where: { id, orgId: authz.viewer.orgId },
     include: { workspaces: { select: { workspaceId: true } }, assignments: true },
   });
   if (!policy || !(await authz.can(policyTarget(policy.name, "read")))) throw new NotFoundError("ResourcePolicy", id);
   return policy;
 }
 
-export async function findReadablePolicy(db: Database, authz: Authz, id: string) {
+export async function findReadablePolicy(db: Database, authz: SignedInAuthz, id: string) {
   return findPolicy(db, authz, id);
 }
 
@@ -311,7 +311,7 @@ export async function updateResourcePolicy({ db, authz, events }: GateDeps, raw:
           description: input.description,
           addressPatterns: input.addressPatterns ? [...new Set(input.addressPatterns)] : undefined,
           revision: { increment: 1 },
-          updatedById: authz.viewer!.userId,
+          updatedById: authz.viewer.userId,
           changeNote: "",
         },
       });
@@ -341,14 +341,14 @@ export async function deleteResourcePolicy({ db, authz, events }: GateDeps, id: 
 }
 
 /** One ordered page of the policies the viewer may read, filtered in SQL by (resource_policy, read). */
-export async function listResourcePolicyIds(db: Database, authz: Authz, options: { first: number; after: string | null }) {
+export async function listResourcePolicyIds(db: Database, authz: SignedInAuthz, options: { first: number; after: string | null }) {
   const scope = await authz.scope("resource_policy", "read");
   if (!scope.unrestricted && scope.patterns.length === 0) return { rows: [], hasNextPage: false };
   const rows = await db.sql.query<{ id: string; name: string }>(
     `SELECT id, name FROM resource_policies
       WHERE "orgId" = $1 AND name COLLATE "C" > $2 AND ($3 OR name LIKE ANY($4::text[]))
       ORDER BY name COLLATE "C" LIMIT $5`,
-    [authz.viewer!.orgId, options.after ?? "", scope.unrestricted, scope.patterns, options.first + 1],
+    [authz.viewer.orgId, options.after ?? "", scope.unrestricted, scope.patterns, options.first + 1],
   );
   return { rows: rows.slice(0, options.first), hasNextPage: rows.length > options.first };
 }
@@ -357,9 +357,9 @@ export async function listResourcePolicyIds(db: Database, authz: Authz, options:
  * The policies whose requirements name the role as approver (what its deletion turns into
  * tombstones), that the viewer may read; as roleReservations shows what deletion releases.
  */
-export async function resourcePoliciesNamingRole(db: Database, authz: Authz, roleId: string) {
+export async function resourcePoliciesNamingRole(db: Database, authz: SignedInAuthz, roleId: string) {
   await authz.requireMember();
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const role = await db.prisma.role.findFirst({ where: { id: roleId, OR: [{ orgId }, { orgId: null, system: true }] }, select: { id: true } });
   if (!role) throw new NotFoundError("Role", roleId);
   const rows = await db.prisma.resourcePolicy.findMany({ where: policiesNamingRoleWhere(orgId, role.id), orderBy: { name: "asc" } });

@@ -5,7 +5,7 @@ import {
   type PermissionInput,
 } from "../domain/catalog/index.js";
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import { lockWorkspaces } from "./gate.js";
@@ -19,7 +19,7 @@ const ROLE = (action: "read" | "create" | "update" | "delete" | "assign") =>
 
 export interface RoleDeps {
   db: Database;
-  authz: Authz;
+  authz: SignedInAuthz;
   events: EventBus;
 }
 
@@ -62,7 +62,7 @@ export async function createRole(
   input: { name: string; description?: string | null; permissions: PermissionInput[] },
 ) {
   await authz.require(ROLE("create"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await rejectPersonalOrg(db, orgId, "custom roles");
   const keyed = roleKeyFromName(input.name);
   if (!keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
@@ -92,7 +92,7 @@ export async function updateRole(
   const keyed = input.name != null ? roleKeyFromName(input.name) : null;
   if (keyed && !keyed.ok) throw new ValidationError(keyed.issues.map((i) => ({ field: "input.name", code: i.code, message: i.message })));
   const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, input.id), ROLE("update"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be edited.`);
   const name = keyed?.ok ? keyed.name : role.name;
   const permissions = input.permissions ? permissionsOrThrow(input.permissions) : null;
@@ -123,13 +123,13 @@ export async function deleteRole(
   releaseReservationsOfRole: ReleaseReservationsOfRole,
 ) {
   const role = await findThenAuthorize(authz, (orgId) => findRole(db, orgId, id), ROLE("delete"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   if (role.system) throw new InvalidStateError("Role", "system", `${role.name} is a built-in role; it cannot be deleted.`);
   const { deleted, workspaceIds } = await db.prisma.$transaction(async (tx) => {
     // Policies naming the role keep naming it (a tombstone: the requirement stays unsatisfiable,
     // like a role with no members) and get a revision recording who deleted it.
-    const policyWorkspaceIds = await reviseApproverPoliciesOfDeletedRole(tx, role, authz.viewer!.userId);
-    const released = await releaseReservationsOfRole(tx, role.id, authz.viewer!.userId);
+    const policyWorkspaceIds = await reviseApproverPoliciesOfDeletedRole(tx, role, authz.viewer.userId);
+    const released = await releaseReservationsOfRole(tx, role.id, authz.viewer.userId);
     const workspaceIds = [...new Set([...policyWorkspaceIds, ...released.workspaceIds])];
     await tx.roleAssignment.deleteMany({ where: { roleId: role.id } });
     const attachments = await tx.identityGroupBindingRole.findMany({ where: { roleId: role.id } });
@@ -195,7 +195,7 @@ export async function assignRole({ db, authz, events }: RoleDeps, input: { userI
     },
     ROLE("assign"),
   );
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await rejectPersonalOrg(db, orgId, "manual role assignments");
   const assignment = await db.prisma.roleAssignment.upsert({
     where: { orgId_userId: { orgId, userId: input.userId } },
@@ -208,7 +208,7 @@ export async function assignRole({ db, authz, events }: RoleDeps, input: { userI
 
 export async function unassignRole({ db, authz, events }: RoleDeps, userId: string) {
   await findThenAuthorize(authz, (orgId) => requireMemberUser(db, orgId, userId), ROLE("assign"));
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const { count } = await db.prisma.roleAssignment.deleteMany({ where: { orgId, userId } });
   if (count) announceAuthzChange(events, orgId, "role_unassigned");
   return count > 0;

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { validateStackAuthzGroups } from "../domain/catalog/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.js";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
 import { stackTarget } from "../authz/targets.js";
 import type { Database } from "../infra/db.js";
@@ -54,9 +54,9 @@ async function protectedKeys(db: Database, orgId: string): Promise<Set<string>> 
 }
 
 /** A stack of the viewer's org that the viewer may read, or NotFound (never "forbidden"). */
-export async function findReadableStack(db: Database, authz: Authz, id: string) {
+export async function findReadableStack(db: Database, authz: SignedInAuthz, id: string) {
   await authz.requireMember();
-  const stack = await db.prisma.stack.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  const stack = await db.prisma.stack.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!stack || !(await authz.can(stackTarget(stack, "read")))) throw new NotFoundError("Stack", id);
   return stack;
 }
@@ -74,10 +74,10 @@ export const CreateStackInput = z.object({
  * same write under (stack_authz_group, assign, <name>), protected label keys need
  * (label, update, <key>).
  */
-export async function createStack(db: Database, authz: Authz, raw: unknown) {
+export async function createStack(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(CreateStackInput, raw);
   const groups = groupsOrThrow(input.authzGroups);
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   await authz.require({ resourceType: "stack", action: "create", matchValue: input.name, groups });
   for (const group of groups) {
     await authz.require({ resourceType: "stack_authz_group", action: "assign", matchValue: group, groups: null });
@@ -121,7 +121,7 @@ export const UpdateStackInput = z.object({
  * without groups; each group added or removed needs (stack_authz_group, assign, <group>);
  * each protected label key added, removed or re-valued needs (label, update, <key>).
  */
-export async function updateStack(db: Database, authz: Authz, raw: unknown) {
+export async function updateStack(db: Database, authz: SignedInAuthz, raw: unknown) {
   const input = parseInput(UpdateStackInput, raw);
   if (input.revision === undefined && (input.labels !== undefined || input.authzGroups !== undefined)) {
     throw ValidationError.field(
@@ -186,7 +186,7 @@ export async function updateStack(db: Database, authz: Authz, raw: unknown) {
   }
 }
 
-export async function deleteStack(db: Database, authz: Authz, id: string) {
+export async function deleteStack(db: Database, authz: SignedInAuthz, id: string) {
   const stack = await findReadableStack(db, authz, id);
   await authz.require(stackTarget(stack, "delete"));
   const workspaces = await db.prisma.workspace.count({ where: { stackId: stack.id } });
@@ -202,9 +202,9 @@ export async function deleteStack(db: Database, authz: Authz, id: string) {
 }
 
 /** One ordered page of the stacks the viewer may read, filtered in SQL (src/authz/list-filter.ts). */
-export async function listStacks(db: Database, authz: Authz, options: { first: number; after: string | null }) {
+export async function listStacks(db: Database, authz: SignedInAuthz, options: { first: number; after: string | null }) {
   const scope = await authz.scope("stack", "read");
-  const query = namePageQuery("stack", authz.viewer!.orgId, scope, options.after, options.first + 1);
+  const query = namePageQuery("stack", authz.viewer.orgId, scope, options.after, options.first + 1);
   if (!query) return { rows: [], hasNextPage: false };
   // The page query selects the whole row (t.*).
   const rows = await db.sql.query<Stack>(query.text, query.params);

@@ -8,7 +8,7 @@ import { seal, unseal } from "../domain/seal.js";
 import { endpointUrlProblem, MAX_ENDPOINT_URL_LENGTH } from "../domain/endpoint-url.js";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { z } from "zod";
-import { Authz } from "../authz/authz.js";
+import { Authz, type SignedInAuthz } from "../authz/authz.js";
 import { workspaceFamilyTarget, type WorkspaceFamily } from "../authz/targets.js";
 import type { Target } from "../domain/catalog/check.js";
 import { InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
@@ -136,7 +136,7 @@ export async function eventViewFor(sql: SqlRunner, authz: Authz, payload: Record
  * A webhook speaks for its creator; one with no creator recorded speaks for nobody, and nothing
  * reaches it (null). No token is involved: only the organization and the user are read.
  */
-export function webhookOwnerAuthz(sql: SqlRunner, webhook: { orgId: string; createdById: string | null }): Authz | null {
+export function webhookOwnerAuthz(sql: SqlRunner, webhook: { orgId: string; createdById: string | null }): SignedInAuthz | null {
   if (!webhook.createdById) return null;
   return new Authz(sql, { orgId: webhook.orgId, userId: webhook.createdById, tokenId: "", name: "", email: "", isServiceAccount: false });
 }
@@ -169,7 +169,7 @@ export const webhookUrlProblem = (raw: string, policy: OutboundPolicy): string |
 
 export interface WebhookDeps {
   db: Database;
-  authz: Authz;
+  authz: SignedInAuthz;
   config: Config;
 }
 
@@ -209,7 +209,7 @@ function secretKeyOf(config: Config): string {
 /** A webhook of the viewer's organization after the check, or NotFound (nothing of another org shows). */
 async function findWebhookFor({ db, authz }: Pick<WebhookDeps, "db" | "authz">, id: string, action: "read" | "update" | "delete") {
   await authz.requireMember();
-  const found = await db.prisma.webhook.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  const found = await db.prisma.webhook.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!found) throw new NotFoundError("Webhook", id);
   await authz.require(webhookTarget(action));
   return found;
@@ -219,7 +219,7 @@ async function findWebhookFor({ db, authz }: Pick<WebhookDeps, "db" | "authz">, 
 export async function createWebhook({ db, authz, config }: WebhookDeps, raw: unknown) {
   const input = parseInput(createWebhookInput(config), raw);
   await authz.require(webhookTarget("create"));
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const key = secretKeyOf(config);
   const count = await db.prisma.webhook.count({ where: { orgId: viewer.orgId } });
   if (count >= MAX_WEBHOOKS_PER_ORG) {
@@ -266,7 +266,7 @@ export async function findReadableWebhook(deps: Pick<WebhookDeps, "db" | "authz"
 
 export async function listWebhooks({ db, authz }: Pick<WebhookDeps, "db" | "authz">) {
   await authz.require(webhookTarget("read"));
-  return db.prisma.webhook.findMany({ where: { orgId: authz.viewer!.orgId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  return db.prisma.webhook.findMany({ where: { orgId: authz.viewer.orgId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
 }
 
 export async function listDeliveries({ db, authz }: Pick<WebhookDeps, "db" | "authz">, webhookId: string, first: number) {
@@ -281,7 +281,7 @@ export async function listDeliveries({ db, authz }: Pick<WebhookDeps, "db" | "au
 /** (webhook, update): the delivery is queued again from scratch, whatever its state. */
 export async function redeliverWebhook({ db, authz }: Pick<WebhookDeps, "db" | "authz">, deliveryId: string) {
   await authz.requireMember();
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const found = await db.prisma.webhookDelivery.findFirst({ where: { id: deliveryId, orgId } });
   if (!found) throw new NotFoundError("WebhookDelivery", deliveryId);
   await authz.require(webhookTarget("update"));

@@ -7,7 +7,7 @@
 // gate:changed for the workspace after commit.
 
 import { z } from "zod";
-import type { Authz } from "../authz/authz.js";
+import type { SignedInAuthz } from "../authz/authz.js";
 import { namePageQuery } from "../authz/list-filter.js";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import type { Database } from "../infra/db.js";
@@ -24,7 +24,7 @@ import { recordHoldAuthorityChange, requireHoldAuthority } from "./hold-authorit
 
 export interface GateDeps {
   db: Database;
-  authz: Authz;
+  authz: SignedInAuthz;
   events: EventBus;
 }
 
@@ -61,8 +61,8 @@ export const targetOf = (w: WorkspaceWithStack, action: Parameters<typeof worksp
   workspaceTarget({ name: w.name, authzGroups: w.stack.authzGroups }, action);
 
 /** A workspace of the viewer's org the viewer may read, or NotFound (never "forbidden"). */
-export async function findReadableWorkspace(db: Database, authz: Authz, id: string): Promise<WorkspaceWithStack> {
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+export async function findReadableWorkspace(db: Database, authz: SignedInAuthz, id: string): Promise<WorkspaceWithStack> {
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const workspace = await findWorkspaceInOrg(db, viewer.orgId, id);
   if (!workspace || !(await authz.can(targetOf(workspace, "read")))) throw new NotFoundError("Workspace", id);
   return workspace;
@@ -74,11 +74,11 @@ export async function findReadableWorkspace(db: Database, authz: Authz, id: stri
  */
 export async function findWorkspaceFor(
   db: Database,
-  authz: Authz,
+  authz: SignedInAuthz,
   id: string,
   action: Parameters<typeof workspaceTarget>[1],
 ): Promise<WorkspaceWithStack> {
-  const viewer = (await authz.requireMember()) && authz.viewer!;
+  const viewer = (await authz.requireMember()) && authz.viewer;
   const workspace = await findWorkspaceInOrg(db, viewer.orgId, id);
   if (!workspace) throw new NotFoundError("Workspace", id);
   if (await authz.can(targetOf(workspace, action))) return workspace;
@@ -151,7 +151,7 @@ export async function createWorkspace({ db, authz, events }: GateDeps, raw: unkn
           subject: row.name,
           before: {},
           after: { environment: row.environment, production: false },
-          actorUserId: authz.viewer!.userId,
+          actorUserId: authz.viewer.userId,
         });
       }
       return row;
@@ -208,7 +208,7 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
         where: { id: workspace.id },
         data: { name, environment: next.environment, production: next.production, requiredApprovals: input.requiredApprovals },
       });
-      if (row.production !== before.production) await enqueueWorkspaceTierEvent(tx, row, before.production, authz.viewer!.userId);
+      if (row.production !== before.production) await enqueueWorkspaceTierEvent(tx, row, before.production, authz.viewer.userId);
       if (kind) {
         await recordHoldAuthorityChange(tx, {
           orgId: row.orgId,
@@ -217,7 +217,7 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
           subject: row.name,
           before: { environment: before.environment, production: before.production },
           after: { environment: row.environment, production: row.production },
-          actorUserId: authz.viewer!.userId,
+          actorUserId: authz.viewer.userId,
         });
       }
       return { before, updated: row };
@@ -298,11 +298,11 @@ const MAX_SCANNED_PAGES = 20;
  */
 export async function listWorkspaceIds(
   db: Database,
-  authz: Authz,
+  authz: SignedInAuthz,
   options: { first: number; after: string | null; stackId?: string | null; includeArchived?: boolean },
 ): Promise<{ rows: WorkspaceNameRow[]; hasNextPage: boolean; lastScanned: string | null }> {
   const scope = await authz.scope("workspace", "read");
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const keep = (row: WorkspaceNameRow) =>
     (options.includeArchived || row.archivedAt === null) && (!options.stackId || row.stackId === options.stackId);
   const rows: WorkspaceNameRow[] = [];

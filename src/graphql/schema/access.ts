@@ -2,7 +2,7 @@
 // API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
 import { builder, inViewerOrg, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
-import type { Context } from "../context.js";
+import { viewerOf, type Context, type SignedInContext } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
@@ -27,10 +27,11 @@ import {
 import { releaseReservationsOfRole } from "../../services/reservations.js";
 import { MembershipRef, OrganizationRef, UserRef } from "./organization.js";
 import type { ApiToken } from "../../generated/prisma/client.js";
+import { SIGNED_IN } from "../helpers.js";
 
 const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
-const orgOf = (ctx: Context) => ctx.viewer!.orgId;
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
+const orgOf = (ctx: SignedInContext) => ctx.viewer.orgId;
 const NO_TARGET = { matchValue: null, groups: null } as const;
 const READ = (resourceType: "role" | "member" | "identity_source") => ({ resourceType, action: "read", ...NO_TARGET }) as const;
 
@@ -88,7 +89,7 @@ export const RoleRef = builder.prismaObject("Role", {
       unauthorizedResolver: () => null,
       // Loaded with the roles themselves (one query for the whole list, no N+1).
       select: (_args, ctx, nested) => ({
-        assignments: { where: { orgId: orgOf(ctx) }, select: { user: nested(true) }, orderBy: { user: { name: "asc" } } },
+        assignments: { where: { orgId: viewerOf(ctx).orgId }, select: { user: nested(true) }, orderBy: { user: { name: "asc" } } },
       }),
       resolve: (role) => role.assignments.map((a) => a.user),
     }),
@@ -159,18 +160,16 @@ builder.prismaObjectField("Membership", "role", (t) =>
 );
 
 builder.queryFields((t) => ({
-  members: t.prismaField({
+  members: t.withAuth(SIGNED_IN).prismaField({
     type: ["Membership"],
-    authScopes: { authenticated: true },
     description: "Members of the caller's organization; needs (member, read).",
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
       return ctx.db.prisma.membership.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { createdAt: "asc" } });
     },
   }),
-  roles: t.prismaField({
+  roles: t.withAuth(SIGNED_IN).prismaField({
     type: ["Role"],
-    authScopes: { authenticated: true },
     description: "The system roles and the org's custom roles; needs (role, read).",
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "role", action: "read", ...NO_TARGET });
@@ -181,23 +180,21 @@ builder.queryFields((t) => ({
       });
     },
   }),
-  identitySources: t.prismaField({
+  identitySources: t.withAuth(SIGNED_IN).prismaField({
     type: ["IdentitySource"],
-    authScopes: { authenticated: true },
     resolve: async (query, _root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "identity_source", action: "read", ...NO_TARGET });
       return ctx.db.prisma.identitySource.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx) }, orderBy: { name: "asc" } });
     },
   }),
-  apiTokens: t.prismaField({
+  apiTokens: t.withAuth(SIGNED_IN).prismaField({
     type: ["ApiToken"],
-    authScopes: { authenticated: true },
     description: "Your own tokens, or another member's with (member, read).",
     args: { userId: t.arg.id() },
     resolve: async (query, _root, args, ctx) => {
       await ctx.authz.requireMember();
-      const userId = args.userId ? String(args.userId) : ctx.viewer!.userId;
-      if (userId !== ctx.viewer!.userId) await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
+      const userId = args.userId ? String(args.userId) : ctx.viewer.userId;
+      if (userId !== ctx.viewer.userId) await ctx.authz.require({ resourceType: "member", action: "read", ...NO_TARGET });
       return ctx.db.prisma.apiToken.findMany({ ...rowQuery(query), where: { orgId: orgOf(ctx), userId }, orderBy: { createdAt: "asc" } });
     },
   }),
@@ -268,9 +265,8 @@ const membershipRow = (ctx: Context, query: object, m: { orgId: string; userId: 
 const ids = (list: readonly (string | number)[]) => list.map(String);
 
 builder.mutationFields((t) => ({
-  createRole: t.prismaField({
+  createRole: t.withAuth(SIGNED_IN).prismaField({
     type: "Role",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: CreateRoleInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
@@ -278,9 +274,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
-  updateRole: t.prismaField({
+  updateRole: t.withAuth(SIGNED_IN).prismaField({
     type: "Role",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: UpdateRoleInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
@@ -293,9 +288,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
-  deleteRole: t.prismaField({
+  deleteRole: t.withAuth(SIGNED_IN).prismaField({
     type: "Role",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Cascades through assignments and bindings; releases the role's reservations with you as releaser.",
     args: { id: t.arg.id({ required: true }) },
@@ -304,9 +298,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.role.findUniqueOrThrow({ ...rowQuery(query), where: { id: role.id } });
     },
   }),
-  assignRole: t.prismaField({
+  assignRole: t.withAuth(SIGNED_IN).prismaField({
     type: "Membership",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Gives a member their single direct role (replacing any other); needs (role, assign).",
     args: { userId: t.arg.id({ required: true }), roleId: t.arg.id({ required: true }) },
@@ -315,44 +308,38 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.membership.findUniqueOrThrow({ ...rowQuery(query), where: { orgId_userId: { orgId: a.orgId, userId: a.userId } } });
     },
   }),
-  unassignRole: t.boolean({
-    authScopes: { authenticated: true },
+  unassignRole: t.withAuth(SIGNED_IN).boolean({
     errors: ERRORS,
     args: { userId: t.arg.id({ required: true }) },
     resolve: (_r, args, ctx) => unassignRole(deps(ctx), String(args.userId)),
   }),
-  addMember: t.prismaField({
+  addMember: t.withAuth(SIGNED_IN).prismaField({
     type: "Membership",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: AddMemberInputRef, required: true }) },
     resolve: async (query, _r, { input }, ctx) => membershipRow(ctx, query, await addMember(deps(ctx), clean(input))),
   }),
-  deactivateMember: t.prismaField({
+  deactivateMember: t.withAuth(SIGNED_IN).prismaField({
     type: "Membership",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "The member's grants stop at once; needs (member, update).",
     args: { userId: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setMemberActive(deps(ctx), String(args.userId), false)),
   }),
-  reactivateMember: t.prismaField({
+  reactivateMember: t.withAuth(SIGNED_IN).prismaField({
     type: "Membership",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { userId: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setMemberActive(deps(ctx), String(args.userId), true)),
   }),
-  setSuperAdmin: t.prismaField({
+  setSuperAdmin: t.withAuth(SIGNED_IN).prismaField({
     type: "Membership",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { userId: t.arg.id({ required: true }), value: t.arg.boolean({ required: true }) },
     resolve: async (query, _r, args, ctx) => membershipRow(ctx, query, await setSuperAdmin(deps(ctx), String(args.userId), args.value)),
   }),
-  createIdentitySource: t.prismaField({
+  createIdentitySource: t.withAuth(SIGNED_IN).prismaField({
     type: "IdentitySource",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { name: t.arg.string({ required: true }), kind: t.arg.string() },
     resolve: async (query, _r, args, ctx) => {
@@ -360,9 +347,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.identitySource.findUniqueOrThrow({ ...rowQuery(query), where: { id: source.id } });
     },
   }),
-  deleteIdentitySource: t.prismaField({
+  deleteIdentitySource: t.withAuth(SIGNED_IN).prismaField({
     type: "IdentitySource",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
@@ -372,9 +358,8 @@ builder.mutationFields((t) => ({
       return orThrow(before, "IdentitySource", id);
     },
   }),
-  createGroupBinding: t.prismaField({
+  createGroupBinding: t.withAuth(SIGNED_IN).prismaField({
     type: "IdentityGroupBinding",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: BindingInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
@@ -386,9 +371,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
     },
   }),
-  updateGroupBinding: t.prismaField({
+  updateGroupBinding: t.withAuth(SIGNED_IN).prismaField({
     type: "IdentityGroupBinding",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: UpdateBindingInput, required: true }) },
     resolve: async (query, _r, { input }, ctx) => {
@@ -396,9 +380,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.identityGroupBinding.findUniqueOrThrow({ ...rowQuery(query), where: { id: binding.id } });
     },
   }),
-  deleteGroupBinding: t.prismaField({
+  deleteGroupBinding: t.withAuth(SIGNED_IN).prismaField({
     type: "IdentityGroupBinding",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
@@ -408,25 +391,22 @@ builder.mutationFields((t) => ({
       return orThrow(before, "IdentityGroupBinding", id);
     },
   }),
-  syncUserGroups: t.stringList({
-    authScopes: { authenticated: true },
+  syncUserGroups: t.withAuth(SIGNED_IN).stringList({
     errors: ERRORS,
     description: "Replaces a user's group keys in one identity source (what SCIM or a login hook calls).",
     args: { input: t.arg({ type: SyncInput, required: true }) },
     resolve: (_r, { input }, ctx) =>
       syncUserGroups(deps(ctx), { identitySourceId: String(input.identitySourceId), userId: String(input.userId), groupKeys: input.groupKeys }),
   }),
-  createApiToken: t.field({
+  createApiToken: t.withAuth(SIGNED_IN).field({
     type: CreatedTokenRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { input: t.arg({ type: CreateTokenInput, required: true }) },
     resolve: (_r, { input }, ctx) =>
       createApiToken(deps(ctx), { name: input.name, userId: input.userId != null ? String(input.userId) : undefined, expiresAt: input.expiresAt ?? undefined }),
   }),
-  revokeApiToken: t.prismaField({
+  revokeApiToken: t.withAuth(SIGNED_IN).prismaField({
     type: "ApiToken",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _r, args, ctx) => {
@@ -434,9 +414,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.apiToken.findUniqueOrThrow({ ...rowQuery(query), where: { id: token.id } });
     },
   }),
-  deleteOrganization: t.prismaField({
+  deleteOrganization: t.withAuth(SIGNED_IN).prismaField({
     type: "Organization",
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Soft-deletes the caller's organization: every check fails for it from then on. Super admin only.",
     resolve: async (query, _r, _a, ctx) => {

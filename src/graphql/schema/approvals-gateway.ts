@@ -7,7 +7,7 @@ import type { ConnectionToolOverride, VirtualKey } from "../../generated/prisma/
 import DataLoader from "dataloader";
 import type { Context } from "../context.js";
 import { perRequest } from "../request-loaders.js";
-import { loadUser } from "../helpers.js";
+import { loadUser, SIGNED_IN } from "../helpers.js";
 import { UserRef } from "./organization.js";
 import {
   clearToolOverride,
@@ -194,16 +194,14 @@ const WorkspaceFreezeInput = builder.inputType("WorkspaceFreezeInput", { fields:
 
 
 builder.queryFields((t) => ({
-  virtualKeys: t.field({
+  virtualKeys: t.withAuth(SIGNED_IN).field({
     type: [VirtualKeyRef],
-    authScopes: { authenticated: true },
     description: "A workspace's virtual keys, newest first; needs (virtual_key, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => listVirtualKeys(ctx, String(args.workspaceId)),
   }),
-  toolConnections: t.field({
+  toolConnections: t.withAuth(SIGNED_IN).field({
     type: [ToolConnectionRef],
-    authScopes: { authenticated: true },
     description: "A workspace's tool connections by name; needs (connection, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => listConnections(ctx, String(args.workspaceId)),
@@ -211,33 +209,29 @@ builder.queryFields((t) => ({
 }));
 
 builder.mutationFields((t) => ({
-  createVirtualKey: t.field({
+  createVirtualKey: t.withAuth(SIGNED_IN).field({
     type: CreatedVirtualKeyRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description: "Needs (virtual_key, create) on the workspace. The plaintext key is in the payload, once.",
     args: { input: t.arg({ type: CreateVirtualKeyInput, required: true }) },
     resolve: (_root, args, ctx) => createVirtualKey(ctx, args.input),
   }),
-  revokeVirtualKey: t.field({
+  revokeVirtualKey: t.withAuth(SIGNED_IN).field({
     type: VirtualKeyRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description: "Needs (virtual_key, revoke). A revoked key authenticates nothing, files nothing and resumes nothing.",
     args: { input: t.arg({ type: RevokeVirtualKeyInput, required: true }) },
     resolve: (_root, args, ctx) => revokeVirtualKey(ctx, args.input),
   }),
-  createToolConnection: t.field({
+  createToolConnection: t.withAuth(SIGNED_IN).field({
     type: ToolConnectionRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description: "Needs (connection, create). A credential needs COUNTERSIGN_APPROVAL_SECRET to be sealed under (InvalidStateError without it).",
     args: { input: t.arg({ type: CreateToolConnectionInput, required: true }) },
     resolve: (_root, args, ctx) => createConnection(ctx, clean(args.input)),
   }),
-  updateToolConnection: t.field({
+  updateToolConnection: t.withAuth(SIGNED_IN).field({
     type: ToolConnectionRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description:
       "Needs (connection, update). Deactivating stops new requests binding to it and resumes through it; a new provider or URL strands calls held before (route_changed). " +
@@ -245,9 +239,8 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: UpdateToolConnectionInput, required: true }) },
     resolve: (_root, args, ctx) => updateConnection(ctx, cleanKeepingNull(args.input, ["url", "credential", "timeoutMs"])),
   }),
-  setToolAnnotationOverride: t.field({
+  setToolAnnotationOverride: t.withAuth(SIGNED_IN).field({
     type: ToolConnectionRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
       "Needs (connection, update). Whether one upstream tool is destructive, over its MCP annotations; returns the connection. " +
@@ -255,9 +248,8 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: SetToolAnnotationOverrideInput, required: true }) },
     resolve: (_root, args, ctx) => setToolOverride(ctx, args.input),
   }),
-  clearToolAnnotationOverride: t.field({
+  clearToolAnnotationOverride: t.withAuth(SIGNED_IN).field({
     type: ToolConnectionRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
       "Needs (connection, update). The tool's own annotations decide again; NotFoundError when it had no override. " +
@@ -265,24 +257,21 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: ClearToolAnnotationOverrideInput, required: true }) },
     resolve: (_root, args, ctx) => clearToolOverride(ctx, args.input),
   }),
-  deleteToolConnection: t.field({
+  deleteToolConnection: t.withAuth(SIGNED_IN).field({
     type: ToolConnectionRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: DeleteToolConnectionInput, required: true }) },
     resolve: (_root, args, ctx) => deleteConnection(ctx, args.input),
   }),
-  freezeWorkspace: t.field({
+  freezeWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceFreezeRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (workspace, freeze). Stops every delivery of an approved tool call in the workspace (preflight: workspace_frozen).",
     args: { input: t.arg({ type: WorkspaceFreezeInput, required: true }) },
     resolve: (_root, args, ctx) => setWorkspaceFrozen(ctx, args.input, true),
   }),
-  unfreezeWorkspace: t.field({
+  unfreezeWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceFreezeRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (workspace, freeze).",
     args: { input: t.arg({ type: WorkspaceFreezeInput, required: true }) },

@@ -3,7 +3,7 @@ import { builder } from "../builder.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { NotFoundError, PermissionDeniedError } from "../../errors.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import type { ApprovalRule } from "../../domain/approvals/policy.js";
 import {
   createApprovalPolicy,
@@ -114,44 +114,39 @@ const toRules = (rules: RuleInput[]) =>
 
 
 builder.queryFields((t) => ({
-  approvalPolicies: t.field({
+  approvalPolicies: t.withAuth(SIGNED_IN).field({
     type: [ApprovalPolicyRef],
-    authScopes: { authenticated: true },
     description: "A workspace's approval policies by name; needs (approval_policy, read) on the workspace.",
     args: { workspaceId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => listApprovalPolicies(ctx, String(args.workspaceId)),
   }),
-  approvalPolicy: t.field({
+  approvalPolicy: t.withAuth(SIGNED_IN).field({
     type: ApprovalPolicyRef,
     nullable: true,
-    authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => findReadablePolicy(ctx, String(args.id)).catch((error) => notFoundAsNull(error instanceof PermissionDeniedError ? new NotFoundError("ApprovalPolicy", String(args.id)) : error)),
   }),
 }));
 
 builder.mutationFields((t) => ({
-  createApprovalPolicy: t.field({
+  createApprovalPolicy: t.withAuth(SIGNED_IN).field({
     type: ApprovalPolicyPayloadRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
       "Owner-only (approval.policy.manage): a super admin, or a personal organization's owner. No role grants it, (*, *) included; admins decide (vote) but do not manage.",
     args: { input: t.arg({ type: CreateApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) => createApprovalPolicy(ctx, { ...args.input, rules: toRules(args.input.rules) }),
   }),
-  updateApprovalPolicy: t.field({
+  updateApprovalPolicy: t.withAuth(SIGNED_IN).field({
     type: ApprovalPolicyPayloadRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Owner-only (approval.policy.manage), as createApprovalPolicy. A stale expectedRevision is a ConflictError carrying the current one.",
     args: { input: t.arg({ type: UpdateApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) =>
       updateApprovalPolicy(ctx, { ...clean(args.input), ...(args.input.rules ? { rules: toRules(args.input.rules) } : {}) }),
   }),
-  deleteApprovalPolicy: t.field({
+  deleteApprovalPolicy: t.withAuth(SIGNED_IN).field({
     type: ApprovalPolicyPayloadRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: DeleteApprovalPolicyInput, required: true }) },
     resolve: (_root, args, ctx) => deleteApprovalPolicy(ctx, args.input),

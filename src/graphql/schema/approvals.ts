@@ -1,7 +1,7 @@
 import DataLoader from "dataloader";
 import { resolveArrayConnection } from "@pothos/plugin-relay";
 import { builder } from "../builder.js";
-import type { Context } from "../context.js";
+import { type Context, signedIn, viewerOf, type SignedInContext } from "../context.js";
 import { perRequest } from "../request-loaders.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
@@ -17,6 +17,7 @@ import { readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 // The other held-tool-call modules register themselves through this one import.
 import "./approvals-gateway.js";
 import "./approvals-policies.js";
+import { SIGNED_IN } from "../helpers.js";
 
 /**
  * Held tool calls for reviewers (seed 003, "Voting" and "Boundaries"). The request type is
@@ -261,7 +262,7 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
       description: "Whether the policy snapshot lets the caller review (a matching deny rule excludes them).",
       resolve: async (r, _a, ctx) => {
         const [principal, snapshot] = await Promise.all([ctx.authz.principal(), loaders(ctx).snapshot.load(r)]);
-        return reviewerEligibility(snapshot, { userId: ctx.viewer!.userId, roleIds: principal.roleIds });
+        return reviewerEligibility(snapshot, { userId: viewerOf(ctx).userId, roleIds: principal.roleIds });
       },
     }),
     viewerCanVote: t.boolean({
@@ -269,7 +270,7 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
       resolve: async (r, _a, ctx) => {
         const [workspace, votes, snapshot] = await Promise.all([ruleWorkspace(ctx, r.workspaceId), loaders(ctx).votes.load(r.id), loaders(ctx).snapshot.load(r)]);
         if (!workspace) return false;
-        return viewerMayDecide(ctx.authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
+        return viewerMayDecide(signedIn(ctx).authz, { ...r, workspace }, votes.map((v) => v.userId), snapshot);
       },
     }),
   }),
@@ -315,17 +316,15 @@ const VoteInput = builder.inputType("VoteOnApprovalRequestInput", {
 // ─── queries ──────────────────────────────────────────────────────────────────────────────────
 
 builder.queryFields((t) => ({
-  approvalRequest: t.field({
+  approvalRequest: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestRef,
     nullable: true,
-    authScopes: { authenticated: true },
     description: "A held tool call; needs (approval_request, read) on its workspace. Null when not visible.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => readableRequestOrNull(ctx, String(args.id)),
   }),
-  approvalInbox: t.field({
+  approvalInbox: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestConnection,
-    authScopes: { authenticated: true },
     description: "The requests the caller may decide now (pending, unexpired, eligible, not yet voted), newest first.",
     args: { workspaceId: t.arg.id(), first: t.arg.int({ description: "Default 50, at most 100." }), after: t.arg.string() },
     resolve: async (_root, args, ctx) => {
@@ -334,9 +333,8 @@ builder.queryFields((t) => ({
       return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows);
     },
   }),
-  approvalRequests: t.field({
+  approvalRequests: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestConnection,
-    authScopes: { authenticated: true },
     description: "A workspace's requests, newest first; needs (approval_request, read) on the workspace.",
     args: {
       workspaceId: t.arg.id({ required: true }),
@@ -374,9 +372,8 @@ builder.queryFields((t) => ({
 // ─── the vote ─────────────────────────────────────────────────────────────────────────────────
 
 builder.mutationField("voteOnApprovalRequest", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: VotePayloadRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description:
       "Needs (approval_request, decide) on the workspace (approval.decide) and an eligible allow rule. Rechecked under the workspace and request locks: expectedRevision (ConflictError with currentRevision), pending and unexpired (InvalidStateError), the same policy-set hash (InvalidStateError policy_changed), eligibility (PermissionDeniedError), not already voted (ConflictError). Quorum approves and queues delivery; a permitted reviewer's deny closes the request.",
@@ -388,9 +385,8 @@ builder.mutationField("voteOnApprovalRequest", (t) =>
 // ─── subscriptions ────────────────────────────────────────────────────────────────────────────
 
 builder.subscriptionFields((t) => ({
-  approvalRequestStatus: t.field({
+  approvalRequestStatus: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestRef,
-    authScopes: { authenticated: true },
     description: "A request's state: first its current state, then every change. Authorized on subscribe and again on every event.",
     args: { requestId: t.arg.id({ required: true }) },
     subscribe: async (_root, args, ctx) => {
@@ -406,9 +402,8 @@ builder.subscriptionFields((t) => ({
     },
     resolve: (row) => row,
   }),
-  approvalInbox: t.field({
+  approvalInbox: t.withAuth(SIGNED_IN).field({
     type: InboxUpdateRef,
-    authScopes: { authenticated: true },
     description: "The caller's inbox: first the requests they may decide now, then the inbox again after every change to it.",
     args: { workspaceId: t.arg.id() },
     subscribe: async (_root, args, ctx) => {
@@ -429,12 +424,12 @@ builder.subscriptionFields((t) => ({
 
 type Merged = ReturnType<typeof mergeEvents>;
 
-async function* requestStatusStream(ctx: Context, requestId: string, first: ApprovalRequest, events: Merged): AsyncGenerator<ApprovalRequest> {
+async function* requestStatusStream(ctx: SignedInContext, requestId: string, first: ApprovalRequest, events: Merged): AsyncGenerator<ApprovalRequest> {
   try {
     yield first;
     let lastRevision = first.revision;
     for await (const event of events) {
-      if (event.payload.orgId !== ctx.viewer!.orgId) continue;
+      if (event.payload.orgId !== ctx.viewer.orgId) continue;
       if (event.topic === "approval:changed" && event.payload.requestId !== requestId) continue;
       refreshForEvent(ctx);
       // Re-authorized on every event: losing read access ends the subscription.
@@ -448,12 +443,12 @@ async function* requestStatusStream(ctx: Context, requestId: string, first: Appr
   }
 }
 
-async function* inboxStream(ctx: Context, workspaceId: string | null, first: ApprovalRequest[], events: Merged) {
+async function* inboxStream(ctx: SignedInContext, workspaceId: string | null, first: ApprovalRequest[], events: Merged) {
   try {
     let current = first;
     yield { requests: current, addedIds: current.map((r) => r.id), removedIds: [] as string[], reason: "snapshot", changedRequestId: null as string | null };
     for await (const event of events) {
-      if (event.payload.orgId !== ctx.viewer!.orgId) continue;
+      if (event.payload.orgId !== ctx.viewer.orgId) continue;
       if (event.topic === "approval:changed" && workspaceId && event.payload.workspaceId !== workspaceId) continue;
       refreshForEvent(ctx);
       const next = await inboxRequests(ctx, { workspaceId });

@@ -3,7 +3,7 @@
 import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
 import { keysetConnection } from "../keyset.js";
 import {
@@ -53,19 +53,17 @@ builder.prismaObjectField("Stack", "cloudIntegrations", (t) =>
 );
 
 builder.queryFields((t) => ({
-  cloudIntegration: t.prismaField({
+  cloudIntegration: t.withAuth(SIGNED_IN).prismaField({
     type: "CloudIntegration",
     nullable: true,
-    authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
       const found = await findReadableCloudIntegration(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull);
       return found && ctx.db.prisma.cloudIntegration.findUniqueOrThrow({ ...rowQuery(query), where: { id: found.id } });
     },
   }),
-  cloudIntegrations: t.field({
+  cloudIntegrations: t.withAuth(SIGNED_IN).field({
     type: CloudIntegrationConnection,
-    authScopes: { authenticated: true },
     description: "The cloud integrations the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
@@ -96,9 +94,8 @@ const UpdateCloudIntegrationInputRef = builder.inputType("UpdateCloudIntegration
 });
 
 builder.mutationFields((t) => ({
-  createCloudIntegration: t.prismaField({
+  createCloudIntegration: t.withAuth(SIGNED_IN).prismaField({
     type: "CloudIntegration",
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Attaches a cloud integration to a stack the caller can read: needs (cloud_integration, create, <name>).",
     args: { input: t.arg({ type: CreateCloudIntegrationInputRef, required: true }) },
@@ -107,9 +104,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.cloudIntegration.findUniqueOrThrow({ ...rowQuery(query), where: { id: ci.id } });
     },
   }),
-  updateCloudIntegration: t.prismaField({
+  updateCloudIntegration: t.withAuth(SIGNED_IN).prismaField({
     type: "CloudIntegration",
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (cloud_integration, update) on the integration (by name or its stack's groups), and on the new name when renamed.",
     args: { input: t.arg({ type: UpdateCloudIntegrationInputRef, required: true }) },
@@ -118,9 +114,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.cloudIntegration.findUniqueOrThrow({ ...rowQuery(query), where: { id: ci.id } });
     },
   }),
-  deleteCloudIntegration: t.prismaField({
+  deleteCloudIntegration: t.withAuth(SIGNED_IN).prismaField({
     type: "CloudIntegration",
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (cloud_integration, delete) on the integration.",
     args: { id: t.arg.id({ required: true }) },

@@ -8,7 +8,7 @@
 
 import { builder } from "../builder.js";
 import { rowQuery } from "./row-query.js";
-import type { Context } from "../context.js";
+import { signedIn, type Context, type SignedInContext } from "../context.js";
 import { GateNotPassedError } from "../../errors.js";
 import {
   GATE_REASON_CODES,
@@ -25,7 +25,7 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
 import { DIRECT_DELIVERY, type DirectDeliverable } from "../shared-events.js";
@@ -298,20 +298,19 @@ builder.objectType(GateNotPassedError, {
 
 // ── Query and subscriptions ───────────────────────────────────────────────────────────
 
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, events: ctx.events });
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 
 /** The gate of one plan as the plan page shows it: stored once its apply started, else live. */
 export async function gateOf(ctx: Context, planId: string): Promise<GateSnapshot> {
-  const head = await findReadablePlanHead(deps(ctx), planId);
+  const head = await findReadablePlanHead(deps(signedIn(ctx)), planId);
   const version = await nextGateVersion(ctx.db.sql);
   return snapshotOf(ctx.db.sql, head, version);
 }
 
 builder.queryField("gate", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: GateStatusRef,
     nullable: true,
-    authScopes: { authenticated: true },
     description: "A plan's gate with its whole explanation; null when the plan is not visible.",
     args: { planId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => gateOf(ctx, String(args.planId)).catch(notFoundAsNull),
@@ -361,19 +360,19 @@ function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<
   return stream;
 }
 
-function planGateStream(ctx: Context, planId: string): AsyncIterableIterator<GateSnapshot> {
+function planGateStream(ctx: SignedInContext, planId: string): AsyncIterableIterator<GateSnapshot> {
   // Authorized on subscribe; the hub authorizes again on every delivery.
   return deferredStream(async (direct) => {
     const head = await findReadablePlanHead(deps(ctx), planId);
-    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer!, head, () => ctx.authz.refresh(), direct);
+    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
   });
 }
 
-function workspaceGatesStream(ctx: Context, workspaceId: string): AsyncIterableIterator<WorkspaceGates> {
+function workspaceGatesStream(ctx: SignedInContext, workspaceId: string): AsyncIterableIterator<WorkspaceGates> {
   return deferredStream(async (direct) => {
     const workspace = await findReadableWorkspace(ctx.db, ctx.authz, workspaceId);
     return gateHub(ctx.db, ctx.events).watchWorkspace(
-      ctx.viewer!,
+      ctx.viewer,
       { id: workspace.id, orgId: workspace.orgId, name: workspace.name, authzGroups: workspace.stack.authzGroups },
       () => ctx.authz.refresh(),
       direct,
@@ -382,9 +381,8 @@ function workspaceGatesStream(ctx: Context, workspaceId: string): AsyncIterableI
 }
 
 builder.subscriptionFields((t) => ({
-  planGate: t.field({
+  planGate: t.withAuth(SIGNED_IN).field({
     type: GateStatusRef,
-    authScopes: { authenticated: true },
     description:
       "The plan's gate, pushed on every change that can move it (approvals, reservations, role membership, policies, " +
       "the baseline, the plan's state). The first message is the current status; every message carries a version. " +
@@ -393,9 +391,8 @@ builder.subscriptionFields((t) => ({
     subscribe: (_root, args, ctx) => planGateStream(ctx, String(args.planId)),
     resolve: (snapshot) => snapshot,
   }),
-  workspaceGates: t.field({
+  workspaceGates: t.withAuth(SIGNED_IN).field({
     type: WorkspaceGatesRef,
-    authScopes: { authenticated: true },
     description: "Every open plan's gate on a workspace, pushed like planGate. The first message is the current status.",
     args: { workspaceId: t.arg.id({ required: true }) },
     subscribe: (_root, args, ctx) => workspaceGatesStream(ctx, String(args.workspaceId)),

@@ -26,6 +26,7 @@ import type { Context } from "../context.js";
 import { perRequest } from "../request-loaders.js";
 import { readableInWorkspace } from "./workspace-rule.js";
 import { ApprovalRuleEffectEnum } from "./approvals-policies.js";
+import { SIGNED_IN } from "../helpers.js";
 
 /** The set in force per workspace, batched per request. */
 const setsInForce = perRequest(
@@ -174,9 +175,8 @@ const SavePayloadRef = builder.objectRef<{ policySet: PolicySetView }>("SaveGate
 });
 
 builder.mutationField("saveGatewayPolicySet", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: SavePayloadRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description:
       "Saves a new version of a workspace's gateway policy set; the gateway applies it from its next call. Owner-only " +
@@ -189,9 +189,8 @@ builder.mutationField("saveGatewayPolicySet", (t) =>
 );
 
 builder.queryField("gatewayPolicyVersions", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: [PolicyVersionRef],
-    authScopes: { authenticated: true },
     errors: { types: [NotFoundError, PermissionDeniedError, UnauthenticatedError] },
     description: "A workspace's saved gateway policy versions, newest first. Needs (gateway_policy, read).",
     args: { workspaceId: t.arg.id({ required: true }), first: t.arg.int({ defaultValue: 20 }), before: t.arg.int() },
@@ -397,9 +396,8 @@ const SimulateInputRef = builder.inputType("SimulateGatewayCallInput", {
 });
 
 builder.queryField("simulateGatewayCall", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: SimulationRef,
-    authScopes: { authenticated: true },
     errors: { types: [ValidationError, NotFoundError, PermissionDeniedError, UnauthenticatedError] },
     description:
       "What the gateway would do now with one tool call: allow; deny and by which policy; or hold it for approval, by which " +

@@ -2,6 +2,7 @@ import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { viewerOf } from "../context.js";
 import { mergeEvents } from "./approvals-events.js";
+import { SIGNED_IN } from "../helpers.js";
 
 export const OrganizationRef = builder.prismaObject("Organization", {
   description: "An organization: members, roles, stacks and workspaces live in exactly one.",
@@ -65,13 +66,11 @@ const ViewerRef = builder.objectRef<{ userId: string; orgId: string }>("Viewer")
 });
 
 builder.queryField("viewer", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: ViewerRef,
-    authScopes: { authenticated: true },
     resolve: async (_root, _args, ctx) => {
       await ctx.authz.requireMember();
-      const v = viewerOf(ctx);
-      return { userId: v.userId, orgId: v.orgId };
+      return { userId: ctx.viewer.userId, orgId: ctx.viewer.orgId };
     },
   }),
 );
@@ -82,15 +81,14 @@ const AuthzChangedRef = builder.objectRef<{ orgId: string; reason: string }>("Au
 });
 
 builder.subscriptionField("authzChanged", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: AuthzChangedRef,
-    authScopes: { authenticated: true },
     description: "Fires whenever roles, assignments, bindings, group sync or memberships change in the caller's org.",
     subscribe: async function* (_root, _args, ctx) {
       await ctx.authz.requireMember();
       // mergeEvents: after a bus outage, a "resync" event (what may have changed is unknown).
       for await (const { payload: event } of mergeEvents(ctx, ["authz:changed"])) {
-        if (event.orgId !== ctx.viewer!.orgId) continue;
+        if (event.orgId !== ctx.viewer.orgId) continue;
         // Authorize on every event: a member removed since subscribing stops receiving.
         ctx.authz.refresh();
         const principal = await ctx.authz.principal();

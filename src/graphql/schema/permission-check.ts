@@ -6,7 +6,7 @@
 
 import DataLoader from "dataloader";
 import { builder } from "../builder.js";
-import type { Context } from "../context.js";
+import { type Context, viewerOf } from "../context.js";
 import { perRequest } from "../request-loaders.js";
 import {
   FAMILIES,
@@ -36,6 +36,7 @@ import { UserRef } from "./organization.js";
 import { CatalogFamily } from "./catalog.js";
 import { ApprovalRequestRef } from "./approvals.js";
 import { ruleWorkspace, type RuleWorkspace } from "./workspace-rule.js";
+import { SIGNED_IN } from "../helpers.js";
 
 // ── The check API ────────────────────────────────────────────────────────────────────
 
@@ -184,9 +185,8 @@ const PermissionCheckRef = builder.objectRef<PermissionCheckAnswer>("PermissionC
 });
 
 builder.queryField("checkPermissions", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: [PermissionCheckRef],
-    authScopes: { authenticated: true },
     errors: { types: [ValidationError, PermissionDeniedError, NotFoundError, UnauthenticatedError] },
     description:
       `Answers up to ${MAX_PERMISSION_CHECKS} checks with the decision the operations make (find the resource, then check the action), each with its reason. ` +
@@ -316,7 +316,7 @@ const EffectiveMemberRef = builder.objectRef<EffectiveMember>("EffectiveRoleMemb
 const effectiveMembers = perRequest(
   (ctx: Context) =>
     new DataLoader<string, EffectiveMember[]>(async (roleIds) => {
-      const orgId = ctx.viewer!.orgId;
+      const orgId = viewerOf(ctx).orgId;
       // The one answer to "who holds this role" (src/authz/principal.ts): the same people the check grants.
       const rows = await roleHoldings(ctx.db.sql, orgId, roleIds);
       const userIds = [...new Set(rows.map((r) => r.userId))];

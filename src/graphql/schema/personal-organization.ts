@@ -5,6 +5,7 @@ import { InvalidStateError, LimitExceededError } from "../../errors.js";
 import { OrganizationRef } from "./organization.js";
 import { createOwnPersonalOrganization } from "../../services/personal-organizations.js";
 import type { Organization } from "../../generated/prisma/client.js";
+import { SIGNED_IN } from "../helpers.js";
 
 const CreatedPersonalOrganizationRef = builder
   .objectRef<{ org: Organization; token: string }>("CreatedPersonalOrganization")
@@ -23,9 +24,8 @@ const CreatePersonalOrganizationInputRef = builder.inputType("CreatePersonalOrga
 });
 
 builder.mutationField("createPersonalOrganization", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: CreatedPersonalOrganizationRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError, LimitExceededError] },
     description:
       "Opens a personal organization owned by the caller (a person, not a service account), under the caller's email and name. " +

@@ -19,7 +19,7 @@ import {
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, notFoundAsNull, deps } from "../helpers.js";
+import { ERRORS, notFoundAsNull, deps, loadUser, SIGNED_IN } from "../helpers.js";
 import type { Context } from "../context.js";
 import { clean } from "./input.js";
 
@@ -169,10 +169,9 @@ const PickerResultRef = builder
 // ── Queries ───────────────────────────────────────────────────────────────────────────
 
 builder.queryFields((t) => ({
-  plan: t.prismaField({
+  plan: t.withAuth(SIGNED_IN).prismaField({
     type: "Plan",
     nullable: true,
-    authScopes: { authenticated: true },
     description: "A plan the caller may read (the plan page: one query, with its workspace's reservations).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
@@ -180,9 +179,8 @@ builder.queryFields((t) => ({
       return head ? ctx.db.prisma.plan.findUnique({ ...rowQuery(query), where: { id: head.id } }) : null;
     },
   }),
-  targetedPlanPicker: t.field({
+  targetedPlanPicker: t.withAuth(SIGNED_IN).field({
     type: PickerResultRef,
-    authScopes: { authenticated: true },
     description:
       "Before a targeted plan runs: each chosen resource's count using the action the workspace's current plan has for " +
       "it, and the total. The total can rise once the plan shows what it really changes.",
@@ -228,9 +226,8 @@ const ReportPlanResultInputRef = builder.inputType("ReportPlanResultInput", {
 });
 
 builder.mutationFields((t) => ({
-  submitPlan: t.field({
+  submitPlan: t.withAuth(SIGNED_IN).field({
     type: PlanRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "A runner or CI identity submits a plan: needs (workspace, plan). Bad Terraform JSON is a ValidationError naming " +
@@ -249,9 +246,8 @@ builder.mutationFields((t) => ({
       );
     },
   }),
-  approvePlan: t.field({
+  approvePlan: t.withAuth(SIGNED_IN).field({
     type: PlanApprovalRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "Approve a planned plan: needs (workspace, approve), or being a named approver on a resource policy governing it. " +
@@ -259,9 +255,8 @@ builder.mutationFields((t) => ({
     args: { planId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => approvePlan(deps(ctx), String(args.planId)),
   }),
-  withdrawApproval: t.field({
+  withdrawApproval: t.withAuth(SIGNED_IN).field({
     type: PlanApprovalRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "Withdraw your own approval of a planned plan. The approval is kept, marked withdrawn, and counts for nothing; the " +
@@ -269,9 +264,8 @@ builder.mutationFields((t) => ({
     args: { planId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => withdrawApproval(deps(ctx), String(args.planId)),
   }),
-  applyPlan: t.field({
+  applyPlan: t.withAuth(SIGNED_IN).field({
     type: PlanRef,
-    authScopes: { authenticated: true },
     errors: { types: [...ERRORS.types, GateNotPassedError] },
     description:
       "Start the apply: re-evaluates the gate and moves planned → applying in one transaction with the plan locked. " +
@@ -279,18 +273,16 @@ builder.mutationFields((t) => ({
     args: { planId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => planRow(ctx, applyPlan(deps(ctx), String(args.planId)).then((r) => r.plan)),
   }),
-  reportPlanResult: t.field({
+  reportPlanResult: t.withAuth(SIGNED_IN).field({
     type: PlanRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "The runner reports the apply's outcome: needs (workspace, plan); applying → applied | failed.",
     args: { input: t.arg({ type: ReportPlanResultInputRef, required: true }) },
     resolve: (_root, args, ctx) =>
       planRow(ctx, reportPlanResult(deps(ctx), { planId: String(args.input.planId), outcome: args.input.outcome, message: args.input.message })),
   }),
-  discardPlan: t.field({
+  discardPlan: t.withAuth(SIGNED_IN).field({
     type: PlanRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "planned → discarded: needs (workspace, plan) or (workspace, approve). The plan is kept.",
     args: { planId: t.arg.id({ required: true }) },

@@ -4,7 +4,7 @@ import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
 import { stackTarget } from "../../authz/targets.js";
 import { confirmPrPreview, findReadablePrPreview, requestPrPreview, setStackPrPlanMode } from "../../services/pr-previews.js";
@@ -72,10 +72,9 @@ builder.prismaObjectFields("Stack", (t) => ({
 }));
 
 builder.queryField("prPreview", (t) =>
-  t.prismaField({
+  t.withAuth(SIGNED_IN).prismaField({
     type: "PrPreview",
     nullable: true,
-    authScopes: { authenticated: true },
     description: "A PR preview whose stack the caller may read; what a runner polls until it is CONFIRMED.",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
@@ -102,9 +101,8 @@ const RequestPrPreviewInputRef = builder.inputType("RequestPrPreviewInput", {
 });
 
 builder.mutationFields((t) => ({
-  setStackPrPlanMode: t.prismaField({
+  setStackPrPlanMode: t.withAuth(SIGNED_IN).prismaField({
     type: "Stack",
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
       "Sets how PR previews start on a stack. Needs (stack, update); AUTO also needs (stack, preview), since it turns every future PR preview into a standing yes (seed 004).",
@@ -114,9 +112,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.stack.findUniqueOrThrow({ ...rowQuery(query), where: { id: stack.id } });
     },
   }),
-  requestPrPreview: t.prismaField({
+  requestPrPreview: t.withAuth(SIGNED_IN).prismaField({
     type: "PrPreview",
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description:
       "What a runner calls before planning a pull request on a stack: needs (stack, read) and (stack, deploy). Parked AWAITING_CONFIRMATION when the stack's prPlanMode is MANUAL, " +
@@ -127,9 +124,8 @@ builder.mutationFields((t) => ({
       return ctx.db.prisma.prPreview.findUniqueOrThrow({ ...rowQuery(query), where: { id: preview.id } });
     },
   }),
-  confirmPrPreview: t.prismaField({
+  confirmPrPreview: t.withAuth(SIGNED_IN).prismaField({
     type: "PrPreview",
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description: "Confirms a parked PR preview: needs (stack, preview) on its stack; (stack, deploy) and (stack, confirm) do not reach it (seed 004).",
     args: { id: t.arg.id({ required: true }) },

@@ -5,7 +5,7 @@ import { builder } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
 import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, deps } from "../helpers.js";
+import { ERRORS, deps, loadUser, SIGNED_IN } from "../helpers.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
@@ -47,9 +47,8 @@ async function reservationRow(ctx: Parameters<typeof deps>[0], written: Promise<
 }
 
 builder.queryFields((t) => ({
-  reservableRoles: t.prismaField({
+  reservableRoles: t.withAuth(SIGNED_IN).prismaField({
     type: ["Role"],
-    authScopes: { authenticated: true },
     description:
       "The roles the caller may reserve the workspace for now: their own roles when they hold (workspace, approve), " +
       "every role of the organization for a super_admin; never one already holding a reservation here.",
@@ -60,9 +59,8 @@ builder.queryFields((t) => ({
       return inOrder(roles, await ctx.db.prisma.role.findMany({ ...rowQuery(query), where: { id: { in: roles.map((r) => r.id) } } }));
     },
   }),
-  roleReservations: t.prismaField({
+  roleReservations: t.withAuth(SIGNED_IN).prismaField({
     type: ["Reservation"],
-    authScopes: { authenticated: true },
     description: "A role's active reservations (what its deletion would release), on workspaces the caller can read.",
     args: { roleId: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
@@ -80,9 +78,8 @@ const ReserveWorkspaceInputRef = builder.inputType("ReserveWorkspaceInput", {
 });
 
 builder.mutationFields((t) => ({
-  reserveWorkspace: t.field({
+  reserveWorkspace: t.withAuth(SIGNED_IN).field({
     type: ReservationRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "Reserve a workspace for yourself ((workspace, approve)) or for a role ((workspace, approve) and membership; a " +
@@ -98,9 +95,8 @@ builder.mutationFields((t) => ({
         }),
       ),
   }),
-  releaseReservation: t.field({
+  releaseReservation: t.withAuth(SIGNED_IN).field({
     type: ReservationRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Release your own reservation, your role's (any current member), or any (super_admin). Recorded, not deleted.",
     args: { id: t.arg.id({ required: true }) },

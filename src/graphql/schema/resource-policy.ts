@@ -3,12 +3,12 @@
 
 import { builder, readable } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
-import type { Context } from "../context.js";
+import { type Context, signedIn } from "../context.js";
 import { keysetConnection } from "../keyset.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { WorkspaceRef, WORKSPACE_RULE_INPUTS } from "./workspace.js";
-import { ERRORS, notFoundAsNull, deps } from "../helpers.js";
+import { ERRORS, notFoundAsNull, deps, loadUser, SIGNED_IN } from "../helpers.js";
 import { clean } from "./input.js";
 import { RoleRef } from "./access.js";
 import { CHANGE_ACTIONS } from "../../domain/gate/index.js";
@@ -121,14 +121,13 @@ builder.prismaObjectField("Role", "namedByPolicies", (t) =>
   t.field({
     type: [ResourcePolicyRef],
     description: "Resource policies naming this role as approver that you may read: deleting the role leaves them blocking on it.",
-    resolve: (role, _a, ctx) => resourcePoliciesNamingRole(ctx.db, ctx.authz, role.id),
+    resolve: (role, _a, ctx) => resourcePoliciesNamingRole(ctx.db, signedIn(ctx).authz, role.id),
   }),
 );
 
 builder.queryFields((t) => ({
-  roleResourcePolicies: t.prismaField({
+  roleResourcePolicies: t.withAuth(SIGNED_IN).prismaField({
     type: ["ResourcePolicy"],
-    authScopes: { authenticated: true },
     description: "The resource policies naming a role as approver (what its deletion leaves blocking), that the caller can read.",
     args: { roleId: t.arg.id({ required: true }) },
     // Read back with the field's query: fields selected beneath a policy are loaded with it.
@@ -137,10 +136,9 @@ builder.queryFields((t) => ({
       return inOrder(policies, await ctx.db.prisma.resourcePolicy.findMany({ ...rowQuery(query), where: { id: { in: policies.map((p) => p.id) } } }));
     },
   }),
-  resourcePolicy: t.prismaField({
+  resourcePolicy: t.withAuth(SIGNED_IN).prismaField({
     type: "ResourcePolicy",
     nullable: true,
-    authScopes: { authenticated: true },
     description: "Needs (resource_policy, read, <name>).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
@@ -148,9 +146,8 @@ builder.queryFields((t) => ({
       return found ? ctx.db.prisma.resourcePolicy.findUnique({ ...rowQuery(query), where: { id: found.id } }) : null;
     },
   }),
-  resourcePolicies: t.field({
+  resourcePolicies: t.withAuth(SIGNED_IN).field({
     type: ResourcePolicyConnection,
-    authScopes: { authenticated: true },
     description: "The policies the caller may read, by name, filtered in SQL by (resource_policy, read).",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
@@ -219,9 +216,8 @@ const assignmentsOf = (list: readonly AssignmentArg[] | null | undefined) =>
   list?.map((a) => ({ workspaceId: String(a.workspaceId), address: a.address }));
 
 builder.mutationFields((t) => ({
-  createResourcePolicy: t.field({
+  createResourcePolicy: t.withAuth(SIGNED_IN).field({
     type: ResourcePolicyRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Needs (resource_policy, create, <name>). Applies at once to every open plan on its workspaces.",
     args: { input: t.arg({ type: CreateInputRef, required: true }) },
@@ -235,9 +231,8 @@ builder.mutationFields((t) => ({
         }),
       }),
   }),
-  updateResourcePolicy: t.field({
+  updateResourcePolicy: t.withAuth(SIGNED_IN).field({
     type: ResourcePolicyRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "Needs (resource_policy, update, <name>). Bumps the revision and re-evaluates every open gate on the workspaces it " +
@@ -254,9 +249,8 @@ builder.mutationFields((t) => ({
         }),
       }),
   }),
-  deleteResourcePolicy: t.field({
+  deleteResourcePolicy: t.withAuth(SIGNED_IN).field({
     type: ResourcePolicyRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Needs (resource_policy, delete, <name>).",
     args: { id: t.arg.id({ required: true }) },

@@ -1,7 +1,7 @@
 import { builder, readable } from "../builder.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
-import { notFoundAsNull } from "../helpers.js";
+import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import {
   createStack,
   deleteStack,
@@ -69,16 +69,14 @@ export const StackRef = builder.prismaObject("Stack", {
 const StackConnection = builder.connectionObject({ type: StackRef, name: "StackConnection" });
 
 builder.queryFields((t) => ({
-  stack: t.prismaField({
+  stack: t.withAuth(SIGNED_IN).prismaField({
     type: "Stack",
     nullable: true,
-    authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: async (_query, _root, args, ctx) => findReadableStack(ctx.db, ctx.authz, String(args.id)).catch(notFoundAsNull),
   }),
-  stacks: t.field({
+  stacks: t.withAuth(SIGNED_IN).field({
     type: StackConnection,
-    authScopes: { authenticated: true },
     description: "The stacks the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
@@ -87,33 +85,30 @@ builder.queryFields((t) => ({
         return { nodes: page.rows, hasNextPage: page.hasNextPage };
       }),
   }),
-  stackOutputs: t.field({
+  stackOutputs: t.withAuth(SIGNED_IN).field({
     type: [StackOutputRef],
-    authScopes: { authenticated: true },
     description:
       "A producer stack's outputs, unmasked, for a consumer holding only (stack, read_data) on it (seed 004, read_data).",
     args: { stackName: t.arg.string({ required: true }) },
     resolve: async (_root, args, ctx) => {
-      const stack = await ctx.db.prisma.stack.findFirst({ where: { orgId: ctx.viewer!.orgId, name: args.stackName } });
+      const stack = await ctx.db.prisma.stack.findFirst({ where: { orgId: ctx.viewer.orgId, name: args.stackName } });
       if (!stack || !(await ctx.authz.can(stackTarget(stack, "read_data")))) return [];
       return outputsOf(stack.outputs).map((o) => ({ ...o, masked: false }));
     },
   }),
-  protectedLabelKeys: t.stringList({
-    authScopes: { authenticated: true },
+  protectedLabelKeys: t.withAuth(SIGNED_IN).stringList({
     description: "The org's protected label keys; needs (label, read).",
     resolve: async (_root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "label", action: "read", matchValue: null, groups: null });
-      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer!.orgId } });
+      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer.orgId } });
       return org.protectedLabelKeys;
     },
   }),
-  protectedLabelKeysRevision: t.int({
-    authScopes: { authenticated: true },
+  protectedLabelKeysRevision: t.withAuth(SIGNED_IN).int({
     description: "The revision of the protected-key set, to pass to setProtectedLabelKeys; needs (label, read).",
     resolve: async (_root, _args, ctx) => {
       await ctx.authz.require({ resourceType: "label", action: "read", matchValue: null, groups: null });
-      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer!.orgId } });
+      const org = await ctx.db.prisma.organization.findUniqueOrThrow({ where: { id: ctx.viewer.orgId } });
       return org.protectedLabelKeysRevision;
     },
   }),
@@ -151,38 +146,33 @@ const StackOutputInputRef = builder.inputType("StackOutputInput", {
 
 
 builder.mutationFields((t) => ({
-  createStack: t.field({
+  createStack: t.withAuth(SIGNED_IN).field({
     type: StackRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: CreateStackInputRef, required: true }) },
     resolve: (_root, args, ctx) => createStack(ctx.db, ctx.authz, clean(args.input)),
   }),
-  updateStack: t.field({
+  updateStack: t.withAuth(SIGNED_IN).field({
     type: StackRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { input: t.arg({ type: UpdateStackInputRef, required: true }) },
     resolve: (_root, args, ctx) => updateStack(ctx.db, ctx.authz, clean(args.input)),
   }),
-  deleteStack: t.field({
+  deleteStack: t.withAuth(SIGNED_IN).field({
     type: StackRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => deleteStack(ctx.db, ctx.authz, String(args.id)),
   }),
-  setStackOutputs: t.field({
+  setStackOutputs: t.withAuth(SIGNED_IN).field({
     type: StackRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Records a stack's Terraform outputs (what a runner reports after an apply); needs (stack, update).",
     args: { stackId: t.arg.id({ required: true }), outputs: t.arg({ type: [StackOutputInputRef], required: true }) },
     resolve: (_root, args, ctx) =>
       setStackOutputs(ctx.db, ctx.authz, String(args.stackId), parseInput(StackOutputsInput, args.outputs, "outputs")),
   }),
-  setProtectedLabelKeys: t.stringList({
-    authScopes: { authenticated: true },
+  setProtectedLabelKeys: t.withAuth(SIGNED_IN).stringList({
     errors: { types: COMMON_ERRORS },
     description:
       "Replaces the org's whole protected-key set over the revision you read (protectedLabelKeysRevision); a stale one " +

@@ -2,7 +2,7 @@
 // redeliver. Needs the org-level (webhook, …) family. Rules in src/services/webhooks.ts.
 
 import { builder, readable } from "../builder.js";
-import type { Context } from "../context.js";
+import { signedIn, type Context } from "../context.js";
 import { COMMON_ERRORS } from "./errors.js";
 import { InvalidStateError } from "../../errors.js";
 import type { Webhook } from "../../generated/prisma/client.js";
@@ -20,9 +20,9 @@ import {
   updateWebhook,
   webhookTarget,
 } from "../../services/webhooks.js";
-import { notFoundAsNull, oneOf } from "../helpers.js";
+import { notFoundAsNull, oneOf, SIGNED_IN } from "../helpers.js";
 
-const deps = (ctx: Context) => ({ db: ctx.db, authz: ctx.authz, config: ctx.config });
+const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], config: ctx.config });
 
 /** GraphQL enum names cannot hold a dot: plan.needs_approvals ↔ PLAN_NEEDS_APPROVALS. */
 const WebhookEventEnum = builder.enumType("WebhookEvent", {
@@ -86,7 +86,7 @@ export const WebhookRef = builder.prismaObject("Webhook", {
       type: [WebhookDeliveryRef],
       description: "The delivery log, newest first (at most 200).",
       args: { first: t.arg.int({ defaultValue: 50 }) },
-      resolve: (w, args, ctx) => listDeliveries(deps(ctx), w.id, args.first ?? 50),
+      resolve: (w, args, ctx) => listDeliveries(deps(signedIn(ctx)), w.id, args.first ?? 50),
     }),
   }),
 });
@@ -120,49 +120,43 @@ const UpdateWebhookInput = builder.inputType("UpdateWebhookInput", {
 const stripNulls = (input: Record<string, unknown>) => Object.fromEntries(Object.entries(input).filter(([, v]) => v !== null && v !== undefined));
 
 builder.queryFields((t) => ({
-  webhooks: t.field({
+  webhooks: t.withAuth(SIGNED_IN).field({
     type: [WebhookRef],
-    authScopes: { authenticated: true },
     description: "The organization's webhooks; needs (webhook, read).",
     resolve: (_root, _args, ctx) => listWebhooks(deps(ctx)),
   }),
-  webhook: t.field({
+  webhook: t.withAuth(SIGNED_IN).field({
     type: WebhookRef,
     nullable: true,
-    authScopes: { authenticated: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => findReadableWebhook(deps(ctx), String(args.id)).catch(notFoundAsNull),
   }),
 }));
 
 builder.mutationFields((t) => ({
-  createWebhook: t.field({
+  createWebhook: t.withAuth(SIGNED_IN).field({
     type: CreatedWebhookRef,
-    authScopes: { authenticated: true },
     errors: { types: [...COMMON_ERRORS, InvalidStateError] },
     description: "Needs (webhook, create). The payload carries the signing secret, once.",
     args: { input: t.arg({ type: CreateWebhookInput, required: true }) },
     resolve: (_root, args, ctx) => createWebhook(deps(ctx), stripNulls(args.input)),
   }),
-  updateWebhook: t.field({
+  updateWebhook: t.withAuth(SIGNED_IN).field({
     type: WebhookRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (webhook, update). The secret does not change.",
     args: { input: t.arg({ type: UpdateWebhookInput, required: true }) },
     resolve: (_root, args, ctx) => updateWebhook(deps(ctx), stripNulls(args.input)),
   }),
-  deleteWebhook: t.field({
+  deleteWebhook: t.withAuth(SIGNED_IN).field({
     type: WebhookRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (webhook, delete). Its delivery log and queued deliveries go with it.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => deleteWebhook(deps(ctx), String(args.id)),
   }),
-  redeliverWebhook: t.field({
+  redeliverWebhook: t.withAuth(SIGNED_IN).field({
     type: WebhookDeliveryRef,
-    authScopes: { authenticated: true },
     errors: { types: COMMON_ERRORS },
     description: "Needs (webhook, update). Queues the delivery again from its first attempt, with the same event id.",
     args: { deliveryId: t.arg.id({ required: true }) },

@@ -8,6 +8,7 @@ import { builder } from "../builder.js";
 import { NotFoundError } from "../../errors.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
 import { mergeEvents } from "./approvals-events.js";
+import { SIGNED_IN } from "../helpers.js";
 
 interface WorkspacesChanged {
   workspaceIds: string[];
@@ -23,16 +24,15 @@ const WorkspacesChangedRef = builder.objectRef<WorkspacesChanged>("WorkspacesCha
 });
 
 builder.subscriptionField("workspacesChanged", (t) =>
-  t.field({
+  t.withAuth(SIGNED_IN).field({
     type: WorkspacesChangedRef,
-    authScopes: { authenticated: true },
     description:
       "Pushed when a workspace you can read is created or changes (its plans, reservations, gate), and with no ids when " +
       "your permissions change: re-read the list then. Authorized on every event.",
     subscribe: async function* (_root, _args, ctx) {
       await ctx.authz.requireMember();
       for await (const event of mergeEvents(ctx, ["gate:changed", "authz:changed"])) {
-        if (event.payload.orgId !== ctx.viewer!.orgId) continue;
+        if (event.payload.orgId !== ctx.viewer.orgId) continue;
         // Authorize on every event: a grant removed since subscribing narrows what is named.
         ctx.authz.refresh();
         const principal = await ctx.authz.principal();

@@ -8,9 +8,9 @@ import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
-import type { Context } from "../context.js";
+import { type Context, signedIn } from "../context.js";
 import { perRequest } from "../request-loaders.js";
-import { ERRORS, deps, loadUser, notFoundAsNull } from "../helpers.js";
+import { ERRORS, deps, loadUser, notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { keysetConnection } from "../keyset.js";
 import type { Role, Workspace } from "../../generated/prisma/client.js";
@@ -32,7 +32,7 @@ const optionLoaders = perRequest(
   (ctx: Context) =>
     new DataLoader<ReservableWorkspace, { forSelf: boolean; roles: Role[] }, string>(
       async (workspaces) => {
-        const options = await reservationOptions(deps(ctx), workspaces);
+        const options = await reservationOptions(deps(signedIn(ctx)), workspaces);
         return workspaces.map((w) => options.get(w.id)!);
       },
       { cacheKeyFn: (w) => w.id },
@@ -141,10 +141,9 @@ builder.prismaObjectField("Stack", "workspaces", (t) =>
 // ── Queries ───────────────────────────────────────────────────────────────────────────
 
 builder.queryFields((t) => ({
-  workspace: t.prismaField({
+  workspace: t.withAuth(SIGNED_IN).prismaField({
     type: "Workspace",
     nullable: true,
-    authScopes: { authenticated: true },
     description: "A workspace the caller may read (the workspace page: one query, reservations included).",
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _root, args, ctx) => {
@@ -152,9 +151,8 @@ builder.queryFields((t) => ({
       return found ? ctx.db.prisma.workspace.findUnique({ ...rowQuery(query), where: { id: found.id } }) : null;
     },
   }),
-  workspaces: t.field({
+  workspaces: t.withAuth(SIGNED_IN).field({
     type: WorkspaceConnection,
-    authScopes: { authenticated: true },
     description:
       "The workspaces the caller may read, ordered by name, filtered in SQL by the caller's grants; one query shape " +
       "whatever the page selects (who each is reserved for and who placed it included).",
@@ -218,34 +216,30 @@ const UpdateWorkspaceInputRef = builder.inputType("UpdateWorkspaceInput", {
 });
 
 builder.mutationFields((t) => ({
-  createWorkspace: t.field({
+  createWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Needs (workspace, create, <name>) with the stack's groups, on a stack the caller can read.",
     args: { input: t.arg({ type: CreateWorkspaceInputRef, required: true }) },
     resolve: (_root, args, ctx) => workspaceRow(ctx, createWorkspace(deps(ctx), { ...clean(args.input), stackId: String(args.input.stackId) })),
   }),
-  updateWorkspace: t.field({
+  updateWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Needs (workspace, update). Editing the baseline re-evaluates every open gate on the workspace.",
     args: { input: t.arg({ type: UpdateWorkspaceInputRef, required: true }) },
     resolve: (_root, args, ctx) => workspaceRow(ctx, updateWorkspace(deps(ctx), { ...clean(args.input), id: String(args.input.id) })),
   }),
-  archiveWorkspace: t.field({
+  archiveWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description:
       "Needs (workspace, archive). Workspaces are archived, never deleted: plans and approvals stay; planned plans are discarded.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) => workspaceRow(ctx, archiveWorkspace(deps(ctx), String(args.id))),
   }),
-  unarchiveWorkspace: t.field({
+  unarchiveWorkspace: t.withAuth(SIGNED_IN).field({
     type: WorkspaceRef,
-    authScopes: { authenticated: true },
     errors: ERRORS,
     description: "Needs (workspace, archive).",
     args: { id: t.arg.id({ required: true }) },

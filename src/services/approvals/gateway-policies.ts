@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Authz } from "../../authz/authz.js";
+import type { Authz, SignedInAuthz } from "../../authz/authz.js";
 import { loadPrincipals, roleMembers } from "../../authz/principal.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { argumentHash, CanonicalJsonError } from "../../domain/canonical.js";
@@ -58,7 +58,7 @@ export const NAMING_CONVENTION =
 /** Longest policy text a save accepts (characters). */
 export const POLICY_TEXT_MAX = 100_000;
 
-type Deps = { db: Database; authz: Authz; events: EventBus };
+type Deps = { db: Database; authz: SignedInAuthz; events: EventBus };
 
 export type PolicySetView = {
   orgId: string;
@@ -86,7 +86,7 @@ export type PolicyVersionRow = {
 };
 
 /** The workspace, when the viewer may read its gate policy set. Another org's (or none): NotFound. */
-async function policyWorkspace(db: Database, authz: Authz, workspaceId: string, action: "read" | "manage"): Promise<ScopedWorkspace> {
+async function policyWorkspace(db: Database, authz: SignedInAuthz, workspaceId: string, action: "read" | "manage"): Promise<ScopedWorkspace> {
   const workspace = await workspaceInViewerOrg(db, authz, workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "gateway_policy", action));
   return workspace;
@@ -235,7 +235,7 @@ export async function saveGatewayPolicySet({ db, authz }: Deps, raw: unknown): P
   if (workspace.archivedAt) throw new InvalidStateError("Workspace", "archived", `Workspace ${workspace.name} is archived: unarchive it first.`);
   const policies = policiesOrThrow(input.policies);
   const expected = input.expectedVersion ?? 0;
-  const authorId = authz.viewer!.userId;
+  const authorId = authz.viewer.userId;
   try {
     const row = await db.prisma.$transaction(async (tx) => {
       await lockWorkspace(tx, workspace.id);
@@ -449,7 +449,7 @@ export async function simulateGatewayCall(
 }
 
 /** The approval-policy rules a held call would match at ingest (on the environment NAME), and who could review it now. */
-async function reviewOf(db: Database, authz: Authz, workspace: ScopedWorkspace, tool: string, environment: string): Promise<NonNullable<Simulation["approval"]>> {
+async function reviewOf(db: Database, authz: SignedInAuthz, workspace: ScopedWorkspace, tool: string, environment: string): Promise<NonNullable<Simulation["approval"]>> {
   const rows = await db.prisma.approvalPolicy.findMany({ where: { workspaceId: workspace.id }, orderBy: { name: "asc" } });
   const names = new Map(rows.map((r) => [r.id, r.name]));
   const match = matchRequest(rows.map(toDomainPolicy), { tool, environment });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Authz } from "../../authz/authz.js";
+import type { SignedInAuthz } from "../../authz/authz.js";
 import { ConflictError, InvalidStateError, NotFoundError, UpstreamUnavailableError } from "../../errors.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../gateway/keys.js";
 import type { Database } from "../../infra/db.js";
@@ -24,7 +24,7 @@ import { recordHoldAuthorityChange, requireHoldAuthority } from "../hold-authori
  * every delivery in it.
  */
 
-type Deps = { db: Database; authz: Authz };
+type Deps = { db: Database; authz: SignedInAuthz };
 type ConnectionDeps = Deps & { config: Pick<Config, "approvalSecret" | "upstreams"> };
 
 const Name = z
@@ -103,7 +103,7 @@ export async function createVirtualKey({ db, authz }: Deps, raw: unknown) {
       name: input.name,
       keyHash: hashVirtualKey(plaintext),
       prefix: virtualKeyPrefix(plaintext),
-      createdById: authz.viewer!.userId,
+      createdById: authz.viewer.userId,
     },
   });
   return { virtualKey, plaintextKey: plaintext };
@@ -112,7 +112,7 @@ export async function createVirtualKey({ db, authz }: Deps, raw: unknown) {
 export async function revokeVirtualKey({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ id: z.string().min(1) }), raw);
   await authz.requireMember();
-  const key = await db.prisma.virtualKey.findFirst({ where: { id: input.id, orgId: authz.viewer!.orgId } });
+  const key = await db.prisma.virtualKey.findFirst({ where: { id: input.id, orgId: authz.viewer.orgId } });
   if (!key) throw new NotFoundError("VirtualKey", input.id);
   const workspace = await workspaceInViewerOrg(db, authz, key.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "virtual_key", "revoke"));
@@ -166,9 +166,9 @@ export async function createConnection({ db, authz, config }: ConnectionDeps, ra
 }
 
 /** The viewer's org's connection, once `(connection, action)` on its workspace holds; another org's (or none): NotFound. */
-async function connectionFor(db: Database, authz: Authz, id: string, action: "update" | "delete") {
+async function connectionFor(db: Database, authz: SignedInAuthz, id: string, action: "update" | "delete") {
   await authz.requireMember();
-  const connection = await db.prisma.connection.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  const connection = await db.prisma.connection.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!connection) throw new NotFoundError("Connection", id);
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "connection", action));
@@ -176,7 +176,7 @@ async function connectionFor(db: Database, authz: Authz, id: string, action: "up
 }
 
 /** connectionFor with the connection's workspace, for the changes that need its hold authority. */
-async function connectionInWorkspaceFor(db: Database, authz: Authz, id: string, action: "update") {
+async function connectionInWorkspaceFor(db: Database, authz: SignedInAuthz, id: string, action: "update") {
   const connection = await connectionFor(db, authz, id, action);
   const workspace = await workspaceInViewerOrg(db, authz, connection.workspaceId);
   return { connection, workspace };
@@ -252,7 +252,7 @@ export async function updateConnection({ db, authz, config }: ConnectionDeps, ra
           change.kind === "connection.url_changed"
             ? { ...change.after, credential: row.credentialSealed === null ? (current.credentialSealed === null ? "none" : "cleared") : "replaced" }
             : change.after;
-        await recordConnectionChange(tx, workspace, current.name, { ...change, after }, authz.viewer!.userId);
+        await recordConnectionChange(tx, workspace, current.name, { ...change, after }, authz.viewer.userId);
       }
       return row;
     }, LOCKING_TX_OPTIONS);
@@ -317,7 +317,7 @@ export function listToolOverrides(db: Database, connectionIds: readonly string[]
 export async function setToolOverride({ db, authz }: Deps, raw: unknown) {
   const input = parseInput(z.object({ connectionId: z.string().min(1), tool: UpstreamToolName, destructive: z.boolean() }), raw);
   const { connection, workspace } = await connectionInWorkspaceFor(db, authz, input.connectionId, "update");
-  const by = authz.viewer!.userId;
+  const by = authz.viewer.userId;
   await db.prisma.$transaction(async (tx) => {
     await lockWorkspace(tx, workspace.id);
     const previous = await tx.connectionToolOverride.findUnique({ where: { connectionId_tool: { connectionId: connection.id, tool: input.tool } } });
@@ -360,7 +360,7 @@ export async function clearToolOverride({ db, authz }: Deps, raw: unknown) {
         workspace,
         `${connection.name}.${input.tool}`,
         { kind: "tool_override.cleared", before: { override: true }, after: { override: null } },
-        authz.viewer!.userId,
+        authz.viewer.userId,
       );
     }
   }, LOCKING_TX_OPTIONS);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Authz } from "../../authz/authz.js";
+import type { SignedInAuthz } from "../../authz/authz.js";
 import {
   policySetHash,
   validateApprovalPolicySet,
@@ -78,7 +78,7 @@ const UpdateInput = z.object({
 
 const DeleteInput = z.object({ id: z.string().min(1), expectedRevision: z.int().min(1) });
 
-type Deps = { db: Database; authz: Authz; events: EventBus };
+type Deps = { db: Database; authz: SignedInAuthz; events: EventBus };
 
 function rulesOrThrow(rules: unknown[]): ApprovalRule[] {
   const result = validateApprovalRules(rules);
@@ -173,7 +173,7 @@ export async function listApprovalPolicies({ db, authz }: Omit<Deps, "events">, 
 
 export async function findReadablePolicy({ db, authz }: Omit<Deps, "events">, id: string) {
   await authz.requireMember();
-  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!policy) throw new NotFoundError("ApprovalPolicy", id);
   const workspace = await workspaceInViewerOrg(db, authz, policy.workspaceId);
   await authz.require(workspaceFamilyTarget(workspace, "approval_policy", "read"));
@@ -248,7 +248,7 @@ export async function updateApprovalPolicy({ db, authz, events }: Deps, raw: unk
           subject: policy.name,
           before: { enabled: true, revision: locked.revision },
           after: { enabled: false, revision: policy.revision },
-          actorUserId: authz.viewer!.userId,
+          actorUserId: authz.viewer.userId,
         });
       }
       const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
@@ -282,7 +282,7 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
       subject: locked.name,
       before: { enabled: locked.enabled, revision: locked.revision },
       after: {},
-      actorUserId: authz.viewer!.userId,
+      actorUserId: authz.viewer.userId,
     });
     const invalidated = await invalidateStaleRequests(tx, workspace.id, await currentPolicySetHash(tx, workspace.id));
     return { policy: locked, invalidated };
@@ -291,9 +291,9 @@ export async function deleteApprovalPolicy({ db, authz, events }: Deps, raw: unk
   return { policy, invalidatedRequestIds: invalidated };
 }
 
-async function findPolicyInOrg(db: Database, authz: Authz, id: string) {
+async function findPolicyInOrg(db: Database, authz: SignedInAuthz, id: string) {
   await authz.requireMember();
-  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer!.orgId } });
+  const policy = await db.prisma.approvalPolicy.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!policy) throw new NotFoundError("ApprovalPolicy", id);
   return policy;
 }

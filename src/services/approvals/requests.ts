@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import type { Authz } from "../../authz/authz.js";
+import type { SignedInAuthz } from "../../authz/authz.js";
 import { reviewerEligibility, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { AppError, ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../../errors.js";
 import type { Database } from "../../infra/db.js";
@@ -19,14 +19,14 @@ import { enqueueApprovalRequestEvent } from "../webhooks.js";
  * execution status, delivery job).
  */
 
-type Deps = { db: Database; authz: Authz; events: EventBus };
+type Deps = { db: Database; authz: SignedInAuthz; events: EventBus };
 
 const requestInclude = { workspace: { select: { name: true, environment: true, stack: { select: { authzGroups: true } } } } } as const;
 
 /** A request of the viewer's org that the viewer may read, or NotFound (never leaks another org's). */
 export async function findReadableRequest({ db, authz }: Omit<Deps, "events">, id: string) {
   await authz.requireMember();
-  const request = await db.prisma.approvalRequest.findFirst({ where: { id, orgId: authz.viewer!.orgId }, include: requestInclude });
+  const request = await db.prisma.approvalRequest.findFirst({ where: { id, orgId: authz.viewer.orgId }, include: requestInclude });
   if (!request) throw new NotFoundError("ApprovalRequest", id);
   await authz.require(workspaceFamilyTarget(request.workspace, "approval_request", "read"));
   return request;
@@ -45,12 +45,12 @@ export async function readableRequestOrNull(deps: Omit<Deps, "events">, id: stri
  * Whether the viewer could cast a vote on this request right now (the inbox's test). `snapshot`
  * is the request's rules as they read now (resolvedSnapshots), when the caller has it.
  */
-export async function viewerMayDecide(authz: Authz, request: { status: string; expiresAt: Date; matchedRules: unknown; workspace: { name: string; stack: { authzGroups: string[] } } }, votedUserIds: readonly string[], snapshot?: RuleSnapshot): Promise<boolean> {
+export async function viewerMayDecide(authz: SignedInAuthz, request: { status: string; expiresAt: Date; matchedRules: unknown; workspace: { name: string; stack: { authzGroups: string[] } } }, votedUserIds: readonly string[], snapshot?: RuleSnapshot): Promise<boolean> {
   if (request.status !== "pending" || request.expiresAt.getTime() <= Date.now()) return false;
   const principal = await authz.principal();
-  if (votedUserIds.includes(authz.viewer!.userId)) return false;
+  if (votedUserIds.includes(authz.viewer.userId)) return false;
   if (!(await authz.can(workspaceFamilyTarget(request.workspace, "approval_request", "decide")))) return false;
-  return reviewerEligibility(snapshot ?? (request.matchedRules as RuleSnapshot), { userId: authz.viewer!.userId, roleIds: principal.roleIds }).eligible;
+  return reviewerEligibility(snapshot ?? (request.matchedRules as RuleSnapshot), { userId: authz.viewer.userId, roleIds: principal.roleIds }).eligible;
 }
 
 /** How many pending requests the inbox considers; older ones past this bound are left out. */
@@ -63,7 +63,7 @@ export const INBOX_SCAN_LIMIT = 1000;
  */
 export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter: { workspaceId?: string | null } = {}) {
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const rows = await db.prisma.approvalRequest.findMany({
     where: {
       orgId: viewer.orgId,
@@ -106,7 +106,7 @@ export type VoteResult = {
 export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: unknown): Promise<VoteResult> {
   const input = parseInput(VoteInput, raw);
   const principal = await authz.requireMember();
-  const viewer = authz.viewer!;
+  const viewer = authz.viewer;
   const request = await db.prisma.approvalRequest.findFirst({
     where: { id: input.requestId, orgId: viewer.orgId },
     select: { id: true, workspaceId: true, workspace: { select: { id: true, name: true, stack: { select: { authzGroups: true } } } } },

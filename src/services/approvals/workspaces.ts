@@ -1,4 +1,4 @@
-import type { Authz } from "../../authz/authz.js";
+import type { SignedInAuthz } from "../../authz/authz.js";
 import { NotFoundError } from "../../errors.js";
 import type { Database } from "../../infra/db.js";
 import type { Tx } from "../../infra/db.js";
@@ -16,9 +16,9 @@ export type ScopedWorkspace = {
 };
 
 /** A workspace of the viewer's org, or NotFound: another org's workspace never exists for the caller. */
-export async function workspaceInViewerOrg(db: Database, authz: Authz, workspaceId: string): Promise<ScopedWorkspace> {
+export async function workspaceInViewerOrg(db: Database, authz: SignedInAuthz, workspaceId: string): Promise<ScopedWorkspace> {
   await authz.requireMember();
-  const orgId = authz.viewer!.orgId;
+  const orgId = authz.viewer.orgId;
   const workspace = await db.prisma.workspace.findFirst({
     where: { id: workspaceId, orgId },
     select: { id: true, orgId: true, name: true, environment: true, production: true, frozen: true, archivedAt: true, stack: { select: { authzGroups: true } } },
