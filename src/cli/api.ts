@@ -140,7 +140,7 @@ export class Api {
           next: (message) => {
             chain = chain.then(async () => {
               if (settled) return;
-              if (message.errors?.length) return finish(fromGraphQLErrors(message.errors as never));
+              if (message.errors?.length) return finish(fromGraphQLErrors(message.errors));
               if (message.data && (await onNext(message.data)) === "stop") finish();
             }).catch(finish);
           },
@@ -185,7 +185,7 @@ export class Api {
 
   private socketError(error: unknown): CliError {
     if (error instanceof CliError) return error;
-    if (Array.isArray(error)) return fromGraphQLErrors(error as never);
+    if (Array.isArray(error)) return fromGraphQLErrors(error);
     if (isCloseEvent(error)) {
       return new CliError("socket_closed", `The subscription connection to ${this.ws} closed (${error.code}${error.reason ? ` ${error.reason}` : ""}).`, {
         hint: error.code === 4403 || error.code === 4401 ? GET_A_TOKEN : "Check COUNTERSIGN_URL and that the server is running.",
@@ -205,7 +205,7 @@ function isCloseEvent(value: unknown): value is { code: number; reason: string }
   return typeof value === "object" && value !== null && "code" in value && typeof (value as { code: unknown }).code === "number" && "reason" in value;
 }
 
-function fromGraphQLErrors(errors: NonNullable<GraphQLResponse<unknown>["errors"]>): CliError {
+function fromGraphQLErrors(errors: ReadonlyArray<NonNullable<GraphQLResponse<unknown>["errors"]>[number]>): CliError {
   const first = errors[0]!;
   const code = first.extensions?.code ?? "graphql_error";
   const message = errors.map((e) => e.message).join("; ");

@@ -17,7 +17,7 @@ export const SIGNED_IN = { authenticated: true } as const;
 
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 /** A service's dependencies; from a signed-in field's context, its authz has the viewer in the type. */
-export const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
+export const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events, config: ctx.config });
 
 /** A single-object query answers null for what the caller may not see (never leaking why). */
 export function notFoundAsNull(error: unknown): null {

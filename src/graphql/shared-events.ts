@@ -219,9 +219,9 @@ export function useSharedEventResults(): Plugin {
       if (textOf(args) === null) return;
       setSubscribeFn(((a: ExecutionArgs) => {
         const text = textOf(a);
-        if (text === null) return subscribeFn(a as never);
+        if (text === null) return subscribeFn(a);
         return sharedSubscribe(a, `${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`);
-      }) as never);
+      }));
     },
   };
 }

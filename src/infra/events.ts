@@ -114,6 +114,7 @@ export function createEventBus(options: { redisUrl?: string; channelPrefix?: str
   });
   subscribeClient.subscribe(resyncChannel).catch(() => {});
 
+  // Our target dispatches yoga's CustomEvent at runtime; createPubSub types eventTarget with its own TypedEventTarget generic, which no hand-made target can name.
   const pubsub = createPubSub<PubSubArgs>({ eventTarget: eventTarget as never });
   return wrap(
     pubsub,
@@ -247,6 +248,7 @@ function wrap(
       }
     },
     subscribe(topic) {
+      // The channel name is a template string, so yoga's Repeater loses the topic's payload type; Topics[K] is what was published under it.
       return pubsub.subscribe(channel(topic)) as never;
     },
     onResync,

@@ -27,10 +27,9 @@ import {
 import { releaseReservationsOfRole } from "../../services/reservations.js";
 import { MembershipRef, OrganizationRef, UserRef } from "./organization.js";
 import type { ApiToken } from "../../generated/prisma/client.js";
-import { SIGNED_IN } from "../helpers.js";
+import { deps, SIGNED_IN } from "../helpers.js";
 
 const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
-const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 const orgOf = (ctx: SignedInContext) => ctx.viewer.orgId;
 const NO_TARGET = { matchValue: null, groups: null } as const;
 const READ = (resourceType: "role" | "member" | "identity_source") => ({ resourceType, action: "read", ...NO_TARGET }) as const;

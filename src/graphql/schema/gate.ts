@@ -25,7 +25,7 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
-import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
+import { deps, notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
 import { DIRECT_DELIVERY, type DirectDeliverable } from "../shared-events.js";
@@ -298,7 +298,6 @@ builder.objectType(GateNotPassedError, {
 
 // ── Query and subscriptions ───────────────────────────────────────────────────────────
 
-const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events });
 
 /** The gate of one plan as the plan page shows it: stored once its apply started, else live. */
 export async function gateOf(ctx: Context, planId: string): Promise<GateSnapshot> {

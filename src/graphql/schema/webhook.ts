@@ -20,9 +20,8 @@ import {
   updateWebhook,
   webhookTarget,
 } from "../../services/webhooks.js";
-import { notFoundAsNull, oneOf, SIGNED_IN } from "../helpers.js";
+import { deps, notFoundAsNull, oneOf, SIGNED_IN } from "../helpers.js";
 
-const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], config: ctx.config });
 
 /** GraphQL enum names cannot hold a dot: plan.needs_approvals ↔ PLAN_NEEDS_APPROVALS. */
 const WebhookEventEnum = builder.enumType("WebhookEvent", {
