@@ -52,6 +52,7 @@ const GRAPHQL = [
   "gateway/store.ts", // a held call's provider is read from its tool name as the gateway's store reads it
 ];
 const EDGE = [
+  "domain", // pure rules and structures (the set of recently proven credentials the limits key on)
   "infra", // the settings, the pool, the event bus, the logger and the token buckets a limit counts in
   "auth", // who sent a request or opened a socket: the bearer token, authentication, live sockets
   "errors.ts", // an operation's outcome in its log line is its AppError code

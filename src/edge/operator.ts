@@ -18,7 +18,8 @@ import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { retryAfterSeconds, TokenBuckets } from "../infra/token-buckets.js";
 import { createMetrics } from "./metrics.js";
-import { clientAddress, KnownTokens, keyLabel, rateKeyOf } from "./rate-limit.js";
+import { RecentSet } from "../domain/recent-set.js";
+import { clientAddress, keyLabel, rateKeyOf } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
@@ -65,7 +66,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const hub = gateHub(db, events);
   hub.roundListeners.add(metrics.gateRound);
   const limiter = new TokenBuckets(config.rateLimit.rps, config.rateLimit.burst);
-  const known = new KnownTokens();
+  // Token hashes that authenticated recently: a request is counted against its token only once it is known valid.
+  const known = new RecentSet();
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
 
   const rateLimitedError = (message: string, retryAfterMs?: number) =>

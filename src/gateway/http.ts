@@ -3,6 +3,7 @@ import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY
 import { sha256Hex } from "../domain/canonical.js";
 import { jsonTextProblem, MAX_JSON_DEPTH } from "../domain/text.js";
 import { createMcpHandler } from "./mcp.js";
+import { RecentSet } from "../domain/recent-set.js";
 
 /**
  * The gateway's HTTP surface, for node:http servers. `<toolsPath>` serves two clients: a request
@@ -86,7 +87,10 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
   const approvalsPrefix = options.approvalsPath === undefined ? "/v1/approvals/" : options.approvalsPath === null ? null : `${options.approvalsPath.replace(/\/+$/, "")}/`;
   const allowedOrigins = new Set(options.allowedOrigins ?? []);
   const limiter = options.rateLimit ?? null;
-  const known = new KnownKeys();
+  // Virtual-key hashes that proved live on this process in the last minute: a request with one is
+  // counted against its key and its body is read without asking the database first (the call
+  // itself still checks the key, so a revoked key is refused all the same).
+  const known = new RecentSet();
   const mcp = createMcpHandler(gateway);
 
   const header = (req: IncomingMessage, name: string) => {
@@ -232,33 +236,6 @@ function refusal(res: ServerResponse, route: RouteKind, status: number, error: s
   return false;
 }
 
-/**
- * Virtual-key hashes that proved live on this process in the last minute: a request with one is
- * counted against its key and its body is read without asking the database first (the call
- * itself still checks the key, in its own round trip, so a revoked key is refused all the same).
- */
-class KnownKeys {
-  private readonly until = new Map<string, number>();
-  constructor(
-    private readonly ttlMs = 60_000,
-    private readonly maxKeys = 100_000,
-  ) {}
-  remember(hash: string): void {
-    if (this.until.size >= this.maxKeys) {
-      const now = Date.now();
-      for (const [k, t] of this.until) if (t <= now) this.until.delete(k);
-      if (this.until.size >= this.maxKeys) this.until.delete(this.until.keys().next().value!);
-    }
-    this.until.set(hash, Date.now() + this.ttlMs);
-  }
-  has(hash: string): boolean {
-    const t = this.until.get(hash);
-    if (t === undefined) return false;
-    if (t > Date.now()) return true;
-    this.until.delete(hash);
-    return false;
-  }
-}
 
 function send(res: ServerResponse, response: GatewayResponse): void {
   res.writeHead(response.status, { "content-type": "application/json", "cache-control": "no-store", ...response.headers });
