@@ -30,6 +30,7 @@ import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./edge/operator.js";
+import { createSlackInteractivity, SLACK_INTERACTIVITY_PREFIX, SLACK_MAX_BODY_BYTES } from "./services/slack.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 
 /** Start-up's database work (migrate, system roles, bootstrap or demo org), for main.ts. */
@@ -76,6 +77,25 @@ function createServices(deps: Infra): Services {
     routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path, credential: "none", handle: dashboard });
   }
   routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path: `${EXPLORER_ASSETS}/`, prefix: true, credential: "none", handle: dashboard });
+  // Approving from Slack: clicks Slack posts, signed with the integration's secret (src/services/slack.ts).
+  const slack = createSlackInteractivity(deps);
+  routes.push({
+    owner: "slack",
+    methods: ["POST"],
+    path: SLACK_INTERACTIVITY_PREFIX,
+    prefix: true,
+    credential: "slack-signature",
+    handle: async (req, res, url) => {
+      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, SLACK_MAX_BODY_BYTES)))) return true;
+      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
+      const answer = await slack.handle(url.pathname, req.headers, body);
+      if (answer.body) sendJson(res, answer.status, answer.body);
+      else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
+      // Slack wants its answer within three seconds: the message is updated after it.
+      if (answer.responseUrl) void slack.send(answer.responseUrl, answer.replies);
+      return true;
+    },
+  });
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
   if (deps.config.workers === "all") workers.start();
   return {

@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
 
 /** The credential a route takes; the edge tests send a valid one, and none. */
-export type RouteCredential = "none" | "api-token" | "virtual-key" | "service-token" | "metrics-token";
+export type RouteCredential = "none" | "api-token" | "virtual-key" | "service-token" | "metrics-token" | "slack-signature";
 
 /**
  * One HTTP route the server mounts. src/app.ts declares every route in one table (ROUTES there),

@@ -83,6 +83,16 @@ const EnvSchema = z.object({
   /** The first retry's delay; each further retry doubles it (capped at one hour). */
   COUNTERSIGN_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(10_000),
   COUNTERSIGN_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /**
+   * Comma-separated hosts a Slack click's response_url may name (the message is updated there);
+   * any other is refused and the click changes nothing. Slack's own is hooks.slack.com.
+   */
+  COUNTERSIGN_SLACK_RESPONSE_HOSTS: z.string().default("hooks.slack.com"),
+  /**
+   * "1" lets a response_url be http: and on loopback or private addresses (a local stand-in for
+   * Slack); off, it must be https: on a public address. Never-allowed ranges stay refused.
+   */
+  COUNTERSIGN_SLACK_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
   /** Live personal organizations one person (one email) may own at once, across every organization they open them from. */
   COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: z.coerce.number().int().min(0).default(3),
   /** Personal organizations one person may open in a burst, and per hour after it (in-process, per API process). */
@@ -158,6 +168,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       intervalMs: e.COUNTERSIGN_WEBHOOK_INTERVAL_MS,
       maxAttempts: e.COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS,
       retryBaseMs: e.COUNTERSIGN_WEBHOOK_RETRY_BASE_MS,
+      timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
+    },
+    slack: {
+      responseHosts: e.COUNTERSIGN_SLACK_RESPONSE_HOSTS.split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
+      allowPrivate: e.COUNTERSIGN_SLACK_ALLOW_PRIVATE === "1",
       timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
     },
   };

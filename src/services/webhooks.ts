@@ -462,8 +462,8 @@ export async function enqueueReservationEvent(
  */
 export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string, type: "approval_request.filed" | "approval_request.decided"): Promise<void> {
   const sql = asSql(tx);
-  const [r] = await sql.query<{ id: string; orgId: string; workspaceId: string; workspaceName: string; tool: string; environment: string; status: string; closeReason: string | null; expiresAt: Date }>(
-    `SELECT r.id, r."orgId", r."workspaceId", w.name AS "workspaceName", r.tool, r.environment, r.status::text AS status,
+  const [r] = await sql.query<{ id: string; orgId: string; workspaceId: string; workspaceName: string; tool: string; environment: string; status: string; revision: number; closeReason: string | null; expiresAt: Date }>(
+    `SELECT r.id, r."orgId", r."workspaceId", w.name AS "workspaceName", r.tool, r.environment, r.status::text AS status, r.revision,
             r."closeReason", r."expiresAt"
        FROM approval_requests r JOIN workspaces w ON w.id = r."workspaceId" WHERE r.id = $1`,
     [requestId],
@@ -479,7 +479,7 @@ export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string,
         ? `${r.workspaceName}: tool call ${r.tool} waits for review.`
         : `${r.workspaceName}: tool call ${r.tool} was ${r.status}.`,
     data: {
-      request: { id: r.id, tool: r.tool, environment: r.environment, status: r.status, closeReason: r.closeReason, expiresAt: new Date(r.expiresAt).toISOString() },
+      request: { id: r.id, tool: r.tool, environment: r.environment, status: r.status, revision: r.revision, closeReason: r.closeReason, expiresAt: new Date(r.expiresAt).toISOString() },
       workspace: { id: r.workspaceId, name: r.workspaceName },
     },
   });

@@ -23,6 +23,7 @@ import type { Authz } from "../authz/authz.js";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { networkFailure, OutboundAddressRefused, outboundConnectOptions } from "../gateway/outbound.js";
 import { webhookDeadReasonSql } from "../domain/liveness.js";
+import { escapeMrkdwn, planActionsBlock, requestActionsBlock } from "../domain/slack.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
@@ -59,10 +60,12 @@ export function signBody(secret: string, body: string): string {
   return `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`;
 }
 
-const escapeMrkdwn = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-
-/** A Slack incoming-webhook message ({ text, blocks }) for an event payload. */
-export function slackMessage(payload: Record<string, unknown>): { text: string; blocks: unknown[] } {
+/**
+ * A Slack incoming-webhook message ({ text, blocks }) for an event payload. `interactive` (the
+ * organization has a Slack app, docs/integrations.md): a plan whose gate waits carries Approve, a
+ * held call filed for review Approve and Deny at its revision.
+ */
+export function slackMessage(payload: Record<string, unknown>, interactive = false): { text: string; blocks: unknown[] } {
   const summary = String(payload.summary ?? payload.type);
   const blocks: unknown[] = [{ type: "section", text: { type: "mrkdwn", text: escapeMrkdwn(summary) } }];
   const data = (payload.data ?? {}) as { gate?: { missingApprovers?: any[]; unansweredReservations?: any[] } };
@@ -74,6 +77,13 @@ export function slackMessage(payload: Record<string, unknown>): { text: string; 
   for (const r of data.gate?.unansweredReservations ?? []) lines.push(`• reserved for ${r.holder.kind} ${r.holder.name ?? r.holder.id}`);
   if (lines.length > 0) blocks.push({ type: "section", text: { type: "mrkdwn", text: escapeMrkdwn(`Who can approve:\n${lines.join("\n")}`).slice(0, 3000) } });
   blocks.push({ type: "context", elements: [{ type: "mrkdwn", text: escapeMrkdwn(`${payload.type} · event ${payload.id}`) }] });
+  if (interactive) {
+    const d = data as { plan?: { id?: unknown; status?: unknown }; request?: { id?: unknown; status?: unknown; revision?: unknown } };
+    if (payload.type === "plan.needs_approvals" && typeof d.plan?.id === "string" && d.plan.status === "planned") blocks.push(planActionsBlock(d.plan.id));
+    if (payload.type === "approval_request.filed" && typeof d.request?.id === "string" && d.request.status === "pending" && typeof d.request.revision === "number") {
+      blocks.push(requestActionsBlock(d.request.id, d.request.revision));
+    }
+  }
   return { text: summary, blocks };
 }
 
@@ -174,6 +184,12 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     );
   }
 
+  /** Whether the organization has a Slack app taking clicks (its messages then carry buttons). */
+  async function hasSlackApp(orgId: string): Promise<boolean> {
+    const rows = await db.sql.query<{ id: string }>(`SELECT id FROM slack_integrations WHERE "orgId" = $1`, [orgId]);
+    return rows.length > 0;
+  }
+
   async function deliver(job: Leased, owners: Map<string, Authz | null>): Promise<void> {
     const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
     if (!webhook) return; // deleted: its deliveries went with it
@@ -194,7 +210,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
       return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
     }
-    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload) : view.payload);
+    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload, await hasSlackApp(webhook.orgId)) : view.payload);
     const outcome = await post(
       new URL(webhook.url),
       body,

@@ -45,9 +45,9 @@ export const TWO_REVIEWERS: ApprovalRule[] = [
 
 export type World = Awaited<ReturnType<typeof createWorld>>;
 
-export async function createWorld(options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[] } = {}) {
+export async function createWorld(options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[]; env?: Record<string, string> } = {}) {
   // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).
-  const t: TestApp = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1" } });
+  const t: TestApp = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1", ...options.env } });
   const { db } = t;
   const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
   const streamKey = `stream:approvals:${t.schemaName}`;

@@ -64,6 +64,8 @@ export async function startEdgeWorld(env: Record<string, string> = {}): Promise<
     "virtual-key": keys[0]!,
     "service-token": SERVICE_TOKEN,
     "metrics-token": METRICS_TOKEN,
+    // Signed per request (X-Slack-Signature over the body), not a bearer: sent without one.
+    "slack-signature": null,
   };
   return {
     t,

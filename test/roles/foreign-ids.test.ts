@@ -29,7 +29,7 @@ const schema = buildSchema(readFileSync(new URL("../../schema.graphql", import.m
 type Kind =
   | "role" | "user" | "workspace" | "stack" | "source" | "binding" | "policy" | "plan" | "reservation"
   | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest" | "webhook" | "webhookDelivery"
-  | "prPreview" | "cloudIntegration";
+  | "prPreview" | "cloudIntegration" | "slackUserLink";
 
 /** Which of our objects an ID argument names: by argument name, and for `id` by the mutation's noun. */
 function kindOf(mutation: string, leaf: string): Kind {
@@ -46,7 +46,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     [/Workspace$/, "workspace"], [/ApprovalPolicy$/, "approvalPolicy"], [/GroupBinding$/, "binding"],
     [/IdentitySource$/, "source"], [/ResourcePolicy$/, "policy"], [/Role$/, "role"], [/Stack$/, "stack"],
     [/ToolConnection$/, "connection"], [/Reservation$/, "reservation"], [/ApiToken$/, "token"], [/VirtualKey$/, "virtualKey"],
-    [/Webhook$/, "webhook"], [/PrPreview$/, "prPreview"], [/CloudIntegration$/, "cloudIntegration"],
+    [/Webhook$/, "webhook"], [/PrPreview$/, "prPreview"], [/CloudIntegration$/, "cloudIntegration"], [/SlackUser$/, "slackUserLink"],
   ];
   const hit = nouns.find(([re]) => re.test(mutation));
   if (!hit) throw new Error(`${mutation}: no object kind for its id; add one`);
@@ -153,8 +153,10 @@ beforeAll(async () => {
   const cloudIntegration = await t.db.prisma.cloudIntegration.create({
     data: { orgId: ours.orgId, stackId: stack.id, name: "ours-cloud", provider: "aws", identity: "arn:aws:iam::123456789012:role/ours" },
   });
+  const slack = await t.db.prisma.slackIntegration.create({ data: { orgId: ours.orgId, slackTeam: "T0OURS", signingSecretSealed: "sealed", configuredById: ours.adminId } });
+  const slackUserLink = await t.db.prisma.slackUserLink.create({ data: { orgId: ours.orgId, integrationId: slack.id, slackTeam: "T0OURS", slackUser: "U0OURS", userId: member.userId } });
   ids = {
-    prPreview: prPreview.id, cloudIntegration: cloudIntegration.id,
+    prPreview: prPreview.id, cloudIntegration: cloudIntegration.id, slackUserLink: slackUserLink.id,
     role: custom.id, user: member.userId, workspace: ws.id, stack: stack.id, source: source.id, binding: binding.id, policy: policy.id,
     plan: plan.id, reservation: reservation.data?.id ?? reservation.id, token: token.id, approvalPolicy: approvalPolicy.id,
     connection: connection.id, virtualKey: virtualKey.id, webhook: webhook.id, webhookDelivery: delivery.id,

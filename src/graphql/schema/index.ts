@@ -20,6 +20,7 @@ import "./permission-check.js";
 import "./personal-organization.js";
 import "./pr-preview.js";
 import "./cloud-integration.js";
+import "./slack.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 
