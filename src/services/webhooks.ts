@@ -150,10 +150,11 @@ export async function eventViewFor(
   const workspace = await workspaces(authz.viewer.orgId, workspaceId);
   if (!workspace) return skip("the event's workspace no longer exists");
   const ruleWorkspace = { name: workspace.name, stack: { authzGroups: workspace.authzGroups } };
-  if (!(await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.subject, "read")))) {
+  // The operations' decision on a found object (Authz.allows, decideAction), not a check of its own.
+  if (!(await authz.allows(workspaceFamilyTarget(ruleWorkspace, rule.subject, "read")))) {
     return skip(`the webhook's owner may not read this event: it needs (${rule.subject}, read) on its workspace`);
   }
-  if (rule.workspaceName === rule.subject || (await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.workspaceName, "read")))) {
+  if (rule.workspaceName === rule.subject || (await authz.allows(workspaceFamilyTarget(ruleWorkspace, rule.workspaceName, "read")))) {
     return { payload, skipped: null };
   }
   // The subject is readable, its workspace's name is not: the name goes, and the summary that carries it.
