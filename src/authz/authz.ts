@@ -90,11 +90,24 @@ export class Authz<V extends Viewer | null = Viewer | null> {
    */
   async authorize(target: Target, notFound: () => Error, parent: Target | null = null): Promise<void> {
     if (!this.viewer) throw new UnauthenticatedError();
-    const decision: Decision = decideAction(await this.principal(), target, parent);
+    const decision = await this.decide(target, parent);
     if (decision.allowed) return;
     if (decision.reason === "cannot_find") throw notFound();
     if (decision.reason !== "no_grant") throw new NotFoundError("Organization", this.viewer.orgId);
     throw new PermissionDeniedError(decision.missing);
+  }
+
+  /**
+   * The same decision as authorize (decideAction: find, then act), as a yes or no: for a
+   * reader that leaves out what it may not see instead of failing (a webhook event's view).
+   */
+  async allows(target: Target, parent: Target | null = null): Promise<boolean> {
+    if (!this.viewer) return false;
+    return (await this.decide(target, parent)).allowed;
+  }
+
+  private async decide(target: Target, parent: Target | null): Promise<Decision> {
+    return decideAction(await this.principal(), target, parent);
   }
 
   /** The viewer must be an active member of a live org (any signed-in operation). */

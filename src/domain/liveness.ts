@@ -9,7 +9,7 @@
 //   src/authz/principal.ts, live WebSockets (liveTokenIds in src/auth/live-sockets.ts).
 // - Virtual key: its organization, its workspace, its creator (VirtualKey.createdById) —
 //   the gateway's key reads (src/gateway/postgres-store.ts): tools/list, tools/call, the agent's
-//   status read and resume; the delivery worker's preflight (src/workers/delivery.ts) and the
+//   status read and resume; the delivery worker's preflight (src/workers/delivery/claim.ts) and the
 //   authority check behind the status read (src/services/approvals/authority.ts).
 // - Webhook: its organization; its creator when one is recorded (Webhook.createdById) —
 //   src/workers/webhook-delivery.ts.

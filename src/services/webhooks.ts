@@ -98,13 +98,47 @@ export type EventView = { payload: Record<string, unknown>; skipped: null } | { 
 
 const skip = (reason: string): EventView => ({ payload: null, skipped: reason });
 
+/** An event's workspace as its read rule sees it: the current name and the stack's groups. */
+export type EventWorkspace = { name: string; authzGroups: string[] };
+
+/** An organization's workspace by id, or null when it no longer exists. */
+export type EventWorkspaceRead = (orgId: string, workspaceId: string) => Promise<EventWorkspace | null>;
+
+/**
+ * Reads each workspace at most once for as long as the reader is kept: the webhook worker keeps
+ * one per tick, so a burst of events on one workspace reads it once. A failed read is not kept.
+ */
+export function eventWorkspaceReader(sql: SqlRunner): EventWorkspaceRead {
+  const reads = new Map<string, Promise<EventWorkspace | null>>();
+  return (orgId, workspaceId) => {
+    const key = JSON.stringify([orgId, workspaceId]);
+    let read = reads.get(key);
+    if (!read) {
+      read = sql
+        .query<EventWorkspace>(
+          `SELECT w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId" WHERE w.id = $1 AND w."orgId" = $2`,
+          [workspaceId, orgId],
+        )
+        .then(([workspace]) => workspace ?? null);
+      read.catch(() => reads.delete(key));
+      reads.set(key, read);
+    }
+    return read;
+  };
+}
+
 /**
  * The event `payload` (as enqueueWebhookEvent queued it) as `authz`'s principal may read it NOW:
  * the workspace is read as it stands (its current name and stack groups decide), and the checks
  * are the ones the GraphQL types run. The delivery worker calls it with the webhook's owner;
  * WebhookDelivery.payload with the caller. A skip reason names the rule, never the hidden object.
  */
-export async function eventViewFor(sql: SqlRunner, authz: Authz, payload: Record<string, unknown>): Promise<EventView> {
+export async function eventViewFor(
+  sql: SqlRunner,
+  authz: Authz,
+  payload: Record<string, unknown>,
+  workspaces: EventWorkspaceRead = eventWorkspaceReader(sql),
+): Promise<EventView> {
   const type = String(payload.type ?? "");
   if (!Object.hasOwn(WEBHOOK_EVENT_READ_RULES, type)) return skip(`the event type ${JSON.stringify(type.slice(0, 80))} has no read rule, so it is never delivered`);
   const rule = WEBHOOK_EVENT_READ_RULES[type as WebhookEventType];
@@ -113,16 +147,14 @@ export async function eventViewFor(sql: SqlRunner, authz: Authz, payload: Record
   const data = (payload.data ?? {}) as Record<string, any>;
   const workspaceId = rule.workspaceId(data);
   if (typeof workspaceId !== "string" || payload.organizationId !== authz.viewer.orgId) return skip("the event names no workspace of this organization");
-  const [workspace] = await sql.query<{ name: string; authzGroups: string[] }>(
-    `SELECT w.name, s."authzGroups" FROM workspaces w JOIN stacks s ON s.id = w."stackId" WHERE w.id = $1 AND w."orgId" = $2`,
-    [workspaceId, authz.viewer.orgId],
-  );
+  const workspace = await workspaces(authz.viewer.orgId, workspaceId);
   if (!workspace) return skip("the event's workspace no longer exists");
   const ruleWorkspace = { name: workspace.name, stack: { authzGroups: workspace.authzGroups } };
-  if (!(await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.subject, "read")))) {
+  // The operations' decision on a found object (Authz.allows, decideAction), not a check of its own.
+  if (!(await authz.allows(workspaceFamilyTarget(ruleWorkspace, rule.subject, "read")))) {
     return skip(`the webhook's owner may not read this event: it needs (${rule.subject}, read) on its workspace`);
   }
-  if (rule.workspaceName === rule.subject || (await authz.can(workspaceFamilyTarget(ruleWorkspace, rule.workspaceName, "read")))) {
+  if (rule.workspaceName === rule.subject || (await authz.allows(workspaceFamilyTarget(ruleWorkspace, rule.workspaceName, "read")))) {
     return { payload, skipped: null };
   }
   // The subject is readable, its workspace's name is not: the name goes, and the summary that carries it.

@@ -26,8 +26,9 @@ import { webhookDeadReasonSql } from "../domain/liveness.js";
 import { escapeMrkdwn, planActionsBlock, requestActionsBlock } from "../domain/slack.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
+import type { Webhook } from "../generated/prisma/client.js";
 import type { Logger } from "../infra/logger.js";
-import { eventViewFor, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz } from "../services/webhooks.js";
+import { eventViewFor, eventWorkspaceReader, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz, type EventWorkspaceRead } from "../services/webhooks.js";
 import { createWorkerLoop } from "./loop.js";
 
 export interface WebhookWorker {
@@ -140,6 +141,39 @@ async function post(url: URL, body: string, headers: Record<string, string>, tim
   });
 }
 
+/**
+ * What one tick reads once, however many of its jobs need it: a burst of events loads each
+ * webhook, its owner's principal and each workspace once. A new tick reads them again, so every
+ * delivery is decided as things stand at its tick.
+ */
+interface TickReads {
+  webhook(id: string): Promise<Webhook | null>;
+  /** The webhook's owner (webhookOwnerAuthz), one principal per webhook. */
+  owner(webhook: Webhook): Authz | null;
+  workspaces: EventWorkspaceRead;
+}
+
+function tickReads(db: Database): TickReads {
+  const webhooks = new Map<string, Promise<Webhook | null>>();
+  const owners = new Map<string, Authz | null>();
+  return {
+    webhook(id) {
+      let read = webhooks.get(id);
+      if (!read) {
+        read = db.prisma.webhook.findUnique({ where: { id } });
+        read.catch(() => webhooks.delete(id));
+        webhooks.set(id, read);
+      }
+      return read;
+    },
+    owner(webhook) {
+      if (!owners.has(webhook.id)) owners.set(webhook.id, webhookOwnerAuthz(db.sql, webhook));
+      return owners.get(webhook.id)!;
+    },
+    workspaces: eventWorkspaceReader(db.sql),
+  };
+}
+
 export function createWebhookWorker(deps: { db: Database; config: Config; logger: Logger; batchSize?: number }): WebhookWorker {
   const { db, config } = deps;
   const settings = config.webhooks;
@@ -190,8 +224,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     return rows.length > 0;
   }
 
-  async function deliver(job: Leased, owners: Map<string, Authz | null>): Promise<void> {
-    const webhook = await db.prisma.webhook.findUnique({ where: { id: job.webhookId } });
+  async function deliver(job: Leased, reads: TickReads): Promise<void> {
+    const webhook = await reads.webhook(job.webhookId);
     if (!webhook) return; // deleted: its deliveries went with it
     // A deleted organization's (or a removed creator's) webhook sends nothing more, ever.
     if (job.dead) return finish(job, { ok: false, status: null, error: `the webhook is not live: ${job.dead}`, permanent: true });
@@ -202,10 +236,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       return finish(job, { ok: false, status: null, error: "the signing secret cannot be opened with the configured COUNTERSIGN_WEBHOOK_SECRET_KEY", permanent: false });
     }
     // Decided now, as the owner stands now: a grant revoked since the event was queued counts.
-    // One principal per webhook and tick: a burst of events loads its owner once.
-    if (!owners.has(webhook.id)) owners.set(webhook.id, webhookOwnerAuthz(db.sql, webhook));
-    const owner = owners.get(webhook.id)!;
-    const view = owner ? await eventViewFor(db.sql, owner, job.payload) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
+    const owner = reads.owner(webhook);
+    const view = owner ? await eventViewFor(db.sql, owner, job.payload, reads.workspaces) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
     if (view.payload === null) {
       log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
       return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
@@ -231,8 +263,8 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
 
   async function tick(): Promise<number> {
     const jobs = await lease();
-    const owners = new Map<string, Authz | null>();
-    await Promise.all(jobs.map((job) => deliver(job, owners).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
+    const reads = tickReads(db);
+    await Promise.all(jobs.map((job) => deliver(job, reads).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
     return jobs.length;
   }
 

@@ -231,6 +231,34 @@ describe("retries, the delivery log and redelivery", () => {
   });
 });
 
+describe("what a tick reads", () => {
+  it("a burst of events is decided on one read of each workspace and each webhook per tick, and the next tick reads them again", async () => {
+    const hook = await receiver();
+    const { webhook } = await onlyHook(hook.url, ["PLAN_NEEDS_APPROVALS"]);
+    const [w1, w2] = [await seedWorkspace(t, org.orgId, stackId, 1), await seedWorkspace(t, org.orgId, stackId, 1)];
+    for (const w of [w1!, w2!]) for (let i = 0; i < 4; i++) await o.submit(org.adminToken, w.id, [{ address: `a.b${i}`, action: "CREATE" }]);
+    // The real database, every statement the worker sends through its runner written down.
+    const sent: string[] = [];
+    const sql = { ...t.db.sql, query: ((text: string, ...rest: never[]) => (sent.push(text), t.db.sql.query(text, ...rest))) as typeof t.db.sql.query };
+    let webhookReads = 0;
+    const prisma = t.db.prisma.$extends({ query: { webhook: { findUnique: ({ args, query }) => (webhookReads++, query(args)) } } });
+    const worker = createWebhookWorker({ db: { ...t.db, sql, prisma: prisma as unknown as typeof t.db.prisma }, config: t.config, logger: createLogger("silent"), batchSize: 200 });
+    const workspaceReads = () => sent.filter((text) => /FROM workspaces w JOIN stacks s/.test(text)).length;
+
+    expect(await worker.tick()).toBe(8);
+    expect(hook.received).toHaveLength(8);
+    expect(workspaceReads()).toBe(2);
+    expect(webhookReads).toBe(1);
+
+    // Redelivered on a later tick: read again, as things stand then.
+    await t.db.sql.query(`UPDATE webhook_deliveries SET status = 'queued', "nextRunAt" = now() WHERE "webhookId" = $1`, [webhook.id]);
+    expect(await worker.tick()).toBe(8);
+    expect(workspaceReads()).toBe(4);
+    expect(webhookReads).toBe(2);
+    await hook.close();
+  });
+});
+
 describe("durability", () => {
   it("nothing is lost across a restart: rows queued by a stopped server are delivered by the next one's workers", async () => {
     const hook = await receiver();

@@ -135,7 +135,7 @@ function setOrThrow(policies: ApprovalPolicy[], index: number): void {
  * waits for a retry (execution `dispatched`, job queued or leased again). Only a call whose
  * dispatch is in flight right now (job `dispatching`) is left alone: it cannot be retracted, and
  * if it comes back unexecuted, the delivery worker closes it the same way before re-queueing
- * (see retry in delivery.ts). The caller holds the workspace lock, which every preflight takes
+ * (see retry in workers/delivery/settle.ts). The caller holds the workspace lock, which every preflight takes
  * too, so no attempt can start dispatching between this statement and the commit.
  */
 export async function invalidateStaleRequests(tx: Tx, workspaceId: string, newHash: string): Promise<string[]> {
