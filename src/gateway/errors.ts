@@ -40,12 +40,20 @@ export function approvalRequiredHttp(input: ApprovalRequiredInput): {
   return { status: APPROVAL_REQUIRED_HTTP_STATUS, body: approvalRequiredBody(input) };
 }
 
+/**
+ * The message carries the approval id too: many clients show an error's message and nothing of
+ * its data, and the id is what the agent (or the person beside it) needs to go on.
+ */
+export function approvalRequiredMessage(input: ApprovalRequiredInput): string {
+  return `approval_required: ${input.tool} is held for review as approval ${input.approvalId} (until ${toIso(input.expiresAt)})`;
+}
+
 export function approvalRequiredJsonRpc(input: ApprovalRequiredInput): {
   code: typeof APPROVAL_REQUIRED_JSONRPC_CODE;
-  message: "approval_required";
+  message: string;
   data: ApprovalRequiredData;
 } {
-  return { code: APPROVAL_REQUIRED_JSONRPC_CODE, message: "approval_required", data: approvalRequiredBody(input) };
+  return { code: APPROVAL_REQUIRED_JSONRPC_CODE, message: approvalRequiredMessage(input), data: approvalRequiredBody(input) };
 }
 
 // ─── not_ready ─────────────────────────────────────────────────────────────────────────────────
@@ -63,8 +71,10 @@ export const NOT_READY_RETRY_AFTER_SECONDS = 10;
  * - `approval_stream_unavailable`: the ticket could not be written to stream:approvals, so
  *   nothing was held.
  * - `held_record_missing`: a resume found no committed held record (an orphan ticket).
+ * - `task_working`: `tasks/result` waited as long as one request may, and the held call is still
+ *   waiting (for its reviewers, or its execution): ask again.
  */
-export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing";
+export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing" | "task_working";
 
 export type NotReadyData = {
   error: "not_ready";
