@@ -68,6 +68,8 @@ export type TaskOptions = {
    * instead of timing out, and calls again.
    */
   resultWaitMs?: number;
+  /** Tasks per `tasks/list` page. Default 50. */
+  listPageSize?: number;
 };
 
 export type RpcAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };

@@ -17,8 +17,6 @@ export const MODEL_IMMEDIATE_RESPONSE_META_KEY = "io.modelcontextprotocol/model-
 /** What the gateway advertises in `initialize` (the spec's object form; the SDK's client refuses `true`). */
 export const TASKS_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } } as const;
 
-const PAGE_SIZE = 50;
-
 const notFound = (taskId: string): RpcAnswer => ({ error: { code: GATEWAY_JSONRPC.invalidParams, message: `Failed to retrieve task: Task not found`, data: { error: "task_not_found", task_id: taskId.slice(0, 128) } } });
 const unauthorized: RpcAnswer = { error: { code: GATEWAY_JSONRPC.unauthorized, message: "unauthorized", data: { error: "unauthorized", message: "send a live virtual key as `Authorization: Bearer <key>`" } } };
 
@@ -28,6 +26,7 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
   const { store } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 2_000;
   const resultWaitMs = options.resultWaitMs ?? 50_000;
+  const pageSize = options.listPageSize ?? 50;
 
   /** The task, for the key that made the call; any other key gets what an unknown id gets. */
   async function owned(authorization: string | null | undefined, taskId: unknown): Promise<{ row: TaskRow } | RpcAnswer> {
@@ -146,11 +145,11 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
         after = decodeCursor(input.cursor);
         if (!after) return { error: { code: GATEWAY_JSONRPC.invalidParams, message: "Invalid cursor", data: { error: "invalid_cursor" } } };
       }
-      const rows = (await store.listTasks(key.id, { after, limit: PAGE_SIZE + 1 })).filter((r) => r.workspaceId === key.workspaceId);
-      const page = rows.slice(0, PAGE_SIZE);
+      const rows = (await store.listTasks(key.id, { after, limit: pageSize + 1 })).filter((r) => r.workspaceId === key.workspaceId);
+      const page = rows.slice(0, pageSize);
       const tasks = await Promise.all(page.map((row) => describe(row)));
       const last = page[page.length - 1];
-      return { result: { tasks, ...(rows.length > PAGE_SIZE && last ? { nextCursor: encodeCursor(last) } : {}) } };
+      return { result: { tasks, ...(rows.length > pageSize && last ? { nextCursor: encodeCursor(last) } : {}) } };
     },
 
     /**

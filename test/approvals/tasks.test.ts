@@ -14,7 +14,7 @@ import { createWorld, vote, type World } from "./world.js";
 let w: World;
 let otherKey: string;
 beforeAll(async () => {
-  w = await createWorld({ tasks: { pollIntervalMs: 50, resultWaitMs: 10_000 } });
+  w = await createWorld({ tasks: { pollIntervalMs: 50, resultWaitMs: 10_000, listPageSize: 3 } });
   otherKey = generateVirtualKey();
   await w.db.prisma.virtualKey.create({
     data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "other-agent", keyHash: hashVirtualKey(otherKey), prefix: virtualKeyPrefix(otherKey), createdById: w.org.adminId },
@@ -221,6 +221,42 @@ describe("no sessions: the task is in the database", () => {
       expect(executionsOf(task.taskId)).toHaveLength(1);
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe("bounds", () => {
+  it("tasks/result waits at most its bound, then answers not_ready (task_working, retryable) for the still-waiting task", async () => {
+    const short = await w.serveGateway({ resultWaitMs: 150 });
+    try {
+      const client = await agent(w.keyPlaintext, short.url);
+      const { task } = await callAsTask(client, "acme/bound-1");
+      const error = await rpcError(client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema));
+      expect(error.code).toBe(-32004);
+      expect(error.data).toMatchObject({ error: "not_ready", reason: "task_working", retryable: true, task_id: task.taskId, _meta: { [RELATED_TASK_META_KEY]: { taskId: task.taskId } } });
+      expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("working");
+    } finally {
+      await short.close();
+    }
+  });
+
+  it("tasks/list pages all of the key's tasks newest first with an opaque cursor; a forged cursor is -32602", async () => {
+    const client = await agent();
+    const pages: string[][] = [];
+    const seen: { taskId: string; createdAt: string }[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.experimental.tasks.listTasks(cursor);
+      pages.push(page.tasks.map((t) => t.taskId));
+      seen.push(...page.tasks);
+      cursor = page.nextCursor;
+    } while (cursor);
+    const held = await w.db.prisma.gatewayInvocation.findMany({ where: { virtualKeyId: w.virtualKey.id }, orderBy: [{ createdAt: "desc" }, { approvalId: "desc" }] });
+    expect(held.length).toBeGreaterThan(3);
+    expect(pages.length).toBe(Math.ceil(held.length / 3));
+    expect(seen.map((t) => t.taskId)).toEqual(held.map((h) => h.approvalId));
+    for (const cursor of ["not-a-cursor", Buffer.from(JSON.stringify(["yesterday", "x"])).toString("base64url")]) {
+      expect((await rpcError(client.experimental.tasks.listTasks(cursor))).code).toBe(-32602);
     }
   });
 });

@@ -49,7 +49,7 @@ export const TWO_REVIEWERS: ApprovalRule[] = [
 export type World = Awaited<ReturnType<typeof createWorld>>;
 
 export async function createWorld(
-  options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[]; tasks?: { pollIntervalMs?: number; resultWaitMs?: number } } = {},
+  options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[]; tasks?: { pollIntervalMs?: number; resultWaitMs?: number; listPageSize?: number } } = {},
 ) {
   // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).
   const t: TestApp = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1" } });
@@ -99,7 +99,7 @@ export async function createWorld(
 
   // Held calls as MCP tasks, as Countersign wires them (src/workers/runtime.ts), when asked for.
   const wake = approvalWake(t.events);
-  const gatewayOptions = (): GatewayOptions => ({
+  const gatewayOptions = (tasks: { resultWaitMs?: number } = {}): GatewayOptions => ({
     store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
@@ -108,13 +108,13 @@ export async function createWorld(
     serviceToken: SERVICE_TOKEN,
     inboxUrl: "https://countersign.test/inbox/{approval_id}",
     upstreams,
-    ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), wake, ...options.tasks } } : {}),
+    ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), wake, ...options.tasks, ...tasks } } : {}),
     ...options.gateway,
   });
 
   /** A gateway instance (the library on an HTTP server of its own) on the world's database, stream and upstream. */
-  async function serveGateway() {
-    const instance = createGateway(gatewayOptions());
+  async function serveGateway(tasks: { resultWaitMs?: number } = {}) {
+    const instance = createGateway(gatewayOptions(tasks));
     const handler = createGatewayHttpHandler(instance);
     const server: Server = createServer((req, res) => {
       void handler(req, res).then((handled) => {
