@@ -49,7 +49,7 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
   const serverInfo = options.serverInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const instructions =
     options.instructions ??
-    "Tools are namespaced by connection (`<connection>.<tool>`). A destructive call in production may be held: the error -32003 approval_required carries approval_id, tool, expires_at and inbox_url; re-issue the identical call with x-obol-approval-id and x-obol-approval-token once approved.";
+    "Tools are namespaced by connection (`<connection>.<tool>`). A destructive call in production may be held for human approval: call a tool marked execution.taskSupport as an MCP task and read its result with tasks/result once approved; without a task, the error -32003 approval_required carries approval_id, tool, expires_at and inbox_url, and the identical call is re-issued with x-obol-approval-id and x-obol-approval-token once approved.";
 
   return async (req, res, body) => {
     const header = (name: string) => {
