@@ -10,6 +10,9 @@ import {
   ListToolsRequestSchema,
   SUPPORTED_PROTOCOL_VERSIONS,
   type CallToolResult,
+  type CancelTaskResult,
+  type GetTaskResult,
+  type ListTasksResult,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway, type RpcAnswer } from "./gateway.js";
@@ -119,11 +122,11 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
       return rpc.result!;
     });
     if (tasks) {
-      // The SDK types these results as its own; ours are the same shapes, built in tasks.ts.
-      server.setRequestHandler(GetTaskRequestSchema, async (request) => answered(await tasks.get({ authorization, taskId: request.params.taskId })) as never);
-      server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => answered(await tasks.result({ authorization, taskId: request.params.taskId, signal: extra.signal })) as never);
-      server.setRequestHandler(ListTasksRequestSchema, async (request) => answered(await tasks.list({ authorization, cursor: request.params?.cursor })) as never);
-      server.setRequestHandler(CancelTaskRequestSchema, async (request) => answered(await tasks.cancel({ authorization, taskId: request.params.taskId })) as never);
+      // Each answer is built in tasks.ts in the shape the SDK names here.
+      server.setRequestHandler(GetTaskRequestSchema, async (request) => answered(await tasks.get({ authorization, taskId: request.params.taskId })) as GetTaskResult);
+      server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => answered(await tasks.result({ authorization, taskId: request.params.taskId, signal: extra.signal })) as CallToolResult);
+      server.setRequestHandler(ListTasksRequestSchema, async (request) => answered(await tasks.list({ authorization, cursor: request.params?.cursor })) as ListTasksResult);
+      server.setRequestHandler(CancelTaskRequestSchema, async (request) => answered(await tasks.cancel({ authorization, taskId: request.params.taskId })) as CancelTaskResult);
     }
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on("close", () => {
