@@ -113,9 +113,9 @@ export function notReadyJsonRpc(
  * `approval_closed` naming the status, and only a new idempotency key opens a new request
  * (seed 003: "a new request with a new idempotency key is required").
  */
-export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "default_deny", "invalidated", "expired", "failed"] as const;
+export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "default_deny", "invalidated", "expired", "failed", "withdrawn"] as const;
 export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
-export const CLOSED_APPROVAL_STATUSES = ["rejected", "default_deny", "invalidated", "expired", "failed"] as const satisfies readonly ApprovalStatus[];
+export const CLOSED_APPROVAL_STATUSES = ["rejected", "default_deny", "invalidated", "expired", "failed", "withdrawn"] as const satisfies readonly ApprovalStatus[];
 export type ClosedApprovalStatus = (typeof CLOSED_APPROVAL_STATUSES)[number];
 
 export function isClosedApprovalStatus(status: ApprovalStatus): status is ClosedApprovalStatus {
@@ -146,6 +146,7 @@ const CLOSED_MESSAGES: Record<ClosedApprovalStatus, string> = {
   invalidated: "the approval policies changed after this call was held",
   expired: "the approval request expired before it was approved",
   failed: "the approved call could not be executed",
+  withdrawn: "its agent withdrew this call before it ran",
 };
 
 export function approvalClosedBody(input: ApprovalClosedInput): ApprovalClosedData {

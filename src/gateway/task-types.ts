@@ -68,6 +68,12 @@ export type TaskOptions = {
    * instead of timing out, and calls again.
    */
   resultWaitMs?: number;
+  /**
+   * Takes a cancelled call's request out of the reviewers' inbox (Countersign passes
+   * src/services/approvals/withdraw.ts). Called once the execution is spent, so a failure here
+   * leaves a request whose approval runs nothing.
+   */
+  withdraw?: (approvalId: string) => Promise<unknown>;
   /** Tasks per `tasks/list` page. Default 50. */
   listPageSize?: number;
 };

@@ -155,7 +155,7 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
     /**
      * Cancelling a held call withdraws it: its execution is spent as failed (`cancelled`) in the
      * same execute-once record every execution claims, so no later approval, delivery or re-issue
-     * can run it, and the held record reads `Cancelled`. A call already running cannot be
+     * can run it, the held record reads `Cancelled`, and its request leaves the inbox (`withdraw`). A call already running cannot be
      * stopped (the spec's terminal statuses aside, this is the one refusal).
      */
     async cancel(input: { authorization: string | null | undefined; taskId: unknown }): Promise<RpcAnswer> {
@@ -175,6 +175,9 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
       await deps.store.finishExecution(held, { state: "Failed", error: CANCELLED_ERROR });
       await deps.store.setHeldState(held.approvalId, "Cancelled");
       deps.log.info({ approvalId: held.approvalId }, "held call cancelled by its agent");
+      if (options.withdraw) {
+        await options.withdraw(held.approvalId).catch((error: unknown) => deps.log.warn({ approvalId: held.approvalId, err: String(error) }, "cancelled call's request not withdrawn: its approval runs nothing"));
+      }
       const after = await store.findTask(row.approvalId);
       return { result: { ...(await describe(after ?? row)) } };
     },

@@ -4,6 +4,7 @@ import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/ht
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
 import { createPostgresTaskStore } from "../gateway/postgres-tasks.js";
 import { reviewProgress } from "../services/approvals/review-progress.js";
+import { withdrawApprovalRequest } from "../services/approvals/withdraw.js";
 import { approvalWake } from "./approval-wake.js";
 import { createUpstreamFetch, createUpstreamPool, type UpstreamPool } from "../gateway/upstream.js";
 import { createDemoUpstream } from "../gateway/demo-upstream.js";
@@ -91,7 +92,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         logger: logger.child({ component: "gateway" }),
         upstreams,
         // Held calls as MCP tasks: their state is the held record and the approval request.
-        tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id) => reviewProgress(db.sql, id), wake },
+        tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id) => reviewProgress(db.sql, id), withdraw: (id) => withdrawApprovalRequest(db, events, id), wake },
       });
       http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH, approvalsPath: EMBEDDED_APPROVALS_PATH });
     }

@@ -171,12 +171,15 @@ describe("a task that ends without running", () => {
     expect(error.data).toMatchObject({ status: "invalidated", reason: "policy_changed" });
   });
 
-  it("cancelled by its agent while waiting: cancelled, and an approval afterwards runs nothing; cancelling again is -32602", async () => {
+  it("cancelled by its agent while waiting: cancelled, its request leaves the inbox as withdrawn (a vote is refused); cancelling again is -32602", async () => {
     const client = await agent();
     const { task } = await callAsTask(client, "acme/cancel-1");
+    await w.ingest.tick();
     const cancelled = await client.experimental.tasks.cancelTask(task.taskId);
     expect(cancelled).toMatchObject({ taskId: task.taskId, status: "cancelled" });
-    await approve(task.taskId);
+    expect(await w.db.prisma.approvalRequest.findUnique({ where: { id: task.taskId }, select: { status: true, closeReason: true } })).toEqual({ status: "withdrawn", closeReason: "withdrawn" });
+    expect((await vote(w, w.reviewers[0]!, task.taskId)).__typename).toBe("InvalidStateError");
+    await w.delivery.tick();
     expect(executionsOf(task.taskId)).toHaveLength(0);
     expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("cancelled");
     expect((await rpcError(client.experimental.tasks.cancelTask(task.taskId))).code).toBe(-32602);
@@ -184,6 +187,17 @@ describe("a task that ends without running", () => {
     const result = await rpcError(client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema));
     expect(result.code).toBe(-32005);
     expect((result.data as { message: string }).message).toContain("cancelled by the agent");
+  });
+});
+
+describe("cancelled before its request reached the inbox", () => {
+  it("the call is spent at cancel: the request filed afterwards may be approved, and nothing runs", async () => {
+    const client = await agent();
+    const { task } = await callAsTask(client, "acme/cancel-early-1");
+    expect((await client.experimental.tasks.cancelTask(task.taskId)).status).toBe("cancelled");
+    await approve(task.taskId);
+    expect(executionsOf(task.taskId)).toHaveLength(0);
+    expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("cancelled");
   });
 });
 

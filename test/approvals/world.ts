@@ -11,6 +11,7 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
 import { createPostgresTaskStore } from "../../src/gateway/postgres-tasks.js";
 import { reviewProgress } from "../../src/services/approvals/review-progress.js";
+import { withdrawApprovalRequest } from "../../src/services/approvals/withdraw.js";
 import { approvalWake } from "../../src/workers/approval-wake.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { argumentHash } from "../../src/domain/canonical.js";
@@ -108,7 +109,7 @@ export async function createWorld(
     serviceToken: SERVICE_TOKEN,
     inboxUrl: "https://countersign.test/inbox/{approval_id}",
     upstreams,
-    ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), wake, ...options.tasks, ...tasks } } : {}),
+    ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), withdraw: (id: string) => withdrawApprovalRequest(db, t.events, id), wake, ...options.tasks, ...tasks } } : {}),
     ...options.gateway,
   });
 
