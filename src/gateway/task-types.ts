@@ -29,7 +29,7 @@ export type TaskRow = {
   expiresAt: Date;
   /** Control's approval request: null until ingest has filed it. */
   request: {
-    status: "pending" | "approved" | "rejected" | "expired" | "invalidated" | "default_deny";
+    status: "pending" | "approved" | "rejected" | "expired" | "invalidated" | "default_deny" | "withdrawn";
     closeReason: string | null;
     executionStatus: "none" | "pending" | "dispatched" | "executed" | "failed";
     updatedAt: Date;
