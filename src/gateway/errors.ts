@@ -40,12 +40,20 @@ export function approvalRequiredHttp(input: ApprovalRequiredInput): {
   return { status: APPROVAL_REQUIRED_HTTP_STATUS, body: approvalRequiredBody(input) };
 }
 
+/**
+ * The message carries the approval id too: many clients show an error's message and nothing of
+ * its data, and the id is what the agent (or the person beside it) needs to go on.
+ */
+export function approvalRequiredMessage(input: ApprovalRequiredInput): string {
+  return `approval_required: ${input.tool} is held for review as approval ${input.approvalId} (until ${toIso(input.expiresAt)})`;
+}
+
 export function approvalRequiredJsonRpc(input: ApprovalRequiredInput): {
   code: typeof APPROVAL_REQUIRED_JSONRPC_CODE;
-  message: "approval_required";
+  message: string;
   data: ApprovalRequiredData;
 } {
-  return { code: APPROVAL_REQUIRED_JSONRPC_CODE, message: "approval_required", data: approvalRequiredBody(input) };
+  return { code: APPROVAL_REQUIRED_JSONRPC_CODE, message: approvalRequiredMessage(input), data: approvalRequiredBody(input) };
 }
 
 // ─── not_ready ─────────────────────────────────────────────────────────────────────────────────
@@ -63,8 +71,10 @@ export const NOT_READY_RETRY_AFTER_SECONDS = 10;
  * - `approval_stream_unavailable`: the ticket could not be written to stream:approvals, so
  *   nothing was held.
  * - `held_record_missing`: a resume found no committed held record (an orphan ticket).
+ * - `task_working`: `tasks/result` waited as long as one request may, and the held call is still
+ *   waiting (for its reviewers, or its execution): ask again.
  */
-export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing";
+export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing" | "task_working";
 
 export type NotReadyData = {
   error: "not_ready";
@@ -103,9 +113,9 @@ export function notReadyJsonRpc(
  * `approval_closed` naming the status, and only a new idempotency key opens a new request
  * (seed 003: "a new request with a new idempotency key is required").
  */
-export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "default_deny", "invalidated", "expired", "failed"] as const;
+export const APPROVAL_STATUSES = ["pending", "approved", "rejected", "default_deny", "invalidated", "expired", "failed", "withdrawn"] as const;
 export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
-export const CLOSED_APPROVAL_STATUSES = ["rejected", "default_deny", "invalidated", "expired", "failed"] as const satisfies readonly ApprovalStatus[];
+export const CLOSED_APPROVAL_STATUSES = ["rejected", "default_deny", "invalidated", "expired", "failed", "withdrawn"] as const satisfies readonly ApprovalStatus[];
 export type ClosedApprovalStatus = (typeof CLOSED_APPROVAL_STATUSES)[number];
 
 export function isClosedApprovalStatus(status: ApprovalStatus): status is ClosedApprovalStatus {
@@ -136,6 +146,7 @@ const CLOSED_MESSAGES: Record<ClosedApprovalStatus, string> = {
   invalidated: "the approval policies changed after this call was held",
   expired: "the approval request expired before it was approved",
   failed: "the approved call could not be executed",
+  withdrawn: "its agent withdrew this call before it ran",
 };
 
 export function approvalClosedBody(input: ApprovalClosedInput): ApprovalClosedData {

@@ -4,6 +4,7 @@ import { listTools } from "./listing.js";
 import type { Gateway, GatewayOptions } from "./protocol.js";
 import { authenticateService, resume } from "./resume.js";
 import { approvalStatus } from "./status.js";
+import { createTasks } from "./tasks.js";
 
 /**
  * The gateway's half of held tool calls (seed 003), as a library: a tool gateway embeds it,
@@ -49,16 +50,19 @@ export {
 export { derivedIdempotencyKey } from "./hold.js";
 export type { CallResult } from "./respond.js";
 export type { GatewayDeps } from "./deps.js";
+export type { GatewayTasks } from "./protocol.js";
+export type { McpTask, RpcAnswer, TaskOptions, TaskRow, TaskStore, TaskWake } from "./task-types.js";
 
 export function createGateway(options: GatewayOptions): Gateway {
   const deps = gatewayDeps(options);
   return {
     handleToolCall: (input) => handleToolCall(deps, input),
-    listTools: (input) => listTools(deps, input),
+    listTools: (input) => listTools(deps, input, { tasks: Boolean(options.tasks) }),
     authenticate: async (input) => (await liveKey(deps, input.authorization)) !== null,
     resume: (input) => resume(deps, input),
     authenticateService: (input) => authenticateService(deps, input),
     approvalStatus: (input) => approvalStatus(deps, input),
+    tasks: options.tasks ? createTasks(deps, options.tasks) : null,
     streamKey: deps.streamKey,
   };
 }

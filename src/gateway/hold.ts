@@ -137,7 +137,9 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
     const outcome = await executeHeld(deps, approvedHeld, args, resolved.run);
     return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
   }
-  // Allowed outright (not held): execute directly.
+  // Allowed outright (not held): execute directly — unless the client asked for a task, which
+  // only a held call becomes (src/gateway/tasks.ts): refused before anything runs.
+  if (input.asTask) return rejected(rpcId, 400, GATEWAY_JSONRPC.methodNotFound, "task_not_supported", `${logicalTool} is not held for approval now, so it does not run as a task: call it without \`task\``);
   const invocationId = `inv_${randomUUID()}`;
   try {
     const result = await resolved.run(args);

@@ -1,11 +1,16 @@
 import { liveKey, type GatewayDeps } from "./deps.js";
+import { decide, gateRequest } from "./execute.js";
 import type { ListedTool } from "./protocol.js";
 import type { GatewayConnection } from "./store.js";
 import { classifyTool, type UpstreamTool } from "./upstream.js";
 
 // tools/list for a virtual key: its workspace's active connections' upstream tools.
 
-export async function listTools(deps: GatewayDeps, input: { authorization: string | null | undefined }): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }> {
+export async function listTools(
+  deps: GatewayDeps,
+  input: { authorization: string | null | undefined },
+  how: { tasks?: boolean } = {},
+): Promise<{ ok: true; tools: ListedTool[] } | { ok: false; status: 401 }> {
   const { store, log } = deps;
   const key = await liveKey(deps, input.authorization);
   if (!key) return { ok: false, status: 401 };
@@ -17,7 +22,16 @@ export async function listTools(deps: GatewayDeps, input: { authorization: strin
       .map(async (c) => {
         try {
           const tools = await pool!.tools(c.upstream!);
-          return tools.map((t) => listedTool(c.name, t, c.overrides?.[t.name] ?? null));
+          return Promise.all(
+            tools.map(async (t) => {
+              const override = c.overrides?.[t.name] ?? null;
+              const listed = listedTool(c.name, t, override);
+              // A tool the gate holds for this key runs as a task when the client asks (MCP tasks):
+              // "optional", never "required", so a client without tasks still calls it and reads -32003.
+              if (how.tasks && classifyTool(t, override).destructive && (await holds(deps, key, c, t.name, listed.name))) return { ...listed, execution: { taskSupport: "optional" as const } };
+              return listed;
+            }),
+          );
         } catch (error) {
           log.warn({ connectionId: c.id, err: String(error) }, "upstream tools unreadable: left out of tools/list");
           return [];
@@ -25,6 +39,12 @@ export async function listTools(deps: GatewayDeps, input: { authorization: strin
       }),
   );
   return { ok: true, tools: lists.flat() };
+}
+
+/** Whether the gate would hold this key's call of the tool now (destructive, and Cedar asks for approval). */
+async function holds(deps: GatewayDeps, key: NonNullable<Awaited<ReturnType<typeof liveKey>>>, c: GatewayConnection, upstreamTool: string, logicalTool: string): Promise<boolean> {
+  const decision = await decide(deps, key, gateRequest(key, { connectionId: c.id, tool: `${c.provider}.${upstreamTool}` }, logicalTool, false, true));
+  return decision.decision === "approval_required";
 }
 
 function listedTool(connection: string, t: UpstreamTool, override: boolean | null): ListedTool {

@@ -1,9 +1,22 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, SUPPORTED_PROTOCOL_VERSIONS, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  CancelTaskRequestSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  ListTasksRequestSchema,
+  ListToolsRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type CallToolResult,
+  type CancelTaskResult,
+  type GetTaskResult,
+  type ListTasksResult,
+} from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway } from "./gateway.js";
+import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway, type RpcAnswer } from "./gateway.js";
+import { TASKS_CAPABILITY } from "./tasks.js";
 
 /**
  * The gateway on the MCP Streamable HTTP transport (the SDK's own server transport, stateless:
@@ -26,6 +39,10 @@ import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY
  * `authenticate` before the transport sees anything but a `tools/call`, and by the gateway
  * itself for a `tools/call`, in the same database round trip as its route (a key revoked since
  * is the JSON-RPC error -32001 `unauthorized`).
+ *
+ * With `gateway.tasks` (src/gateway/tasks.ts) it advertises `capabilities.tasks` and serves held
+ * calls as MCP tasks: a `tools/call` with `params.task` answers a task for what the gateway holds,
+ * and `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel` read and withdraw the key's own.
  */
 const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
 
@@ -35,7 +52,7 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
   const serverInfo = options.serverInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const instructions =
     options.instructions ??
-    "Tools are namespaced by connection (`<connection>.<tool>`). A destructive call in production may be held: the error -32003 approval_required carries approval_id, tool, expires_at and inbox_url; re-issue the identical call with x-obol-approval-id and x-obol-approval-token once approved.";
+    "Tools are namespaced by connection (`<connection>.<tool>`). A destructive call in production may be held for human approval: call a tool marked execution.taskSupport as an MCP task and read its result with tasks/result once approved; without a task, the error -32003 approval_required carries approval_id, tool, expires_at and inbox_url, and the identical call is re-issued with x-obol-approval-id and x-obol-approval-token once approved.";
 
   return async (req, res, body) => {
     const header = (name: string) => {
@@ -63,14 +80,14 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
         res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: refused.message }, id: null }));
         return;
       }
-      const answer = await gateway.handleToolCall({
+      const call = {
         authorization,
         approvalId: header(APPROVAL_ID_HEADER),
         approvalToken: header(APPROVAL_TOKEN_HEADER),
         idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
         body: { jsonrpc: "2.0", id: body.id, method: "tools/call", params: body.params },
-      });
-      const rpc = answer.body as { result?: unknown; error?: unknown };
+      };
+      const rpc: { result?: unknown; error?: unknown } = gateway.tasks && wantsTask(body.params) ? await gateway.tasks.callTool(call) : ((await gateway.handleToolCall(call)).body as { result?: unknown; error?: unknown });
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result }));
       return;
@@ -83,24 +100,34 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
       }
     }
 
-    const server = new Server(serverInfo, { capabilities: { tools: {} }, instructions });
+    const tasks = gateway.tasks;
+    const server = new Server(serverInfo, { capabilities: { tools: {}, ...(tasks ? { tasks: TASKS_CAPABILITY } : {}) }, instructions });
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const listed = await gateway.listTools({ authorization });
       if (!listed.ok) throw new RpcError(GATEWAY_JSONRPC.unauthorized, "unauthorized", undefined);
       return { tools: listed.tools };
     });
     server.setRequestHandler(CallToolRequestSchema, async (request) => {
-      const answer = await gateway.handleToolCall({
+      const call = {
         authorization,
         approvalId: header(APPROVAL_ID_HEADER),
         approvalToken: header(APPROVAL_TOKEN_HEADER),
         idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
         body: { jsonrpc: "2.0", id: 0, method: "tools/call", params: request.params },
-      });
+      };
+      if (tasks && wantsTask(request.params)) return answered(await tasks.callTool(call)) as CallToolResult;
+      const answer = await gateway.handleToolCall(call);
       const rpc = answer.body as { result?: CallToolResult; error?: { code: number; message: string; data?: unknown } };
       if (rpc.error) throw new RpcError(rpc.error.code, rpc.error.message, rpc.error.data);
       return rpc.result!;
     });
+    if (tasks) {
+      // Each answer is built in tasks.ts in the shape the SDK names here.
+      server.setRequestHandler(GetTaskRequestSchema, async (request) => answered(await tasks.get({ authorization, taskId: request.params.taskId })) as GetTaskResult);
+      server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => answered(await tasks.result({ authorization, taskId: request.params.taskId, signal: extra.signal })) as CallToolResult);
+      server.setRequestHandler(ListTasksRequestSchema, async (request) => answered(await tasks.list({ authorization, cursor: request.params?.cursor })) as ListTasksResult);
+      server.setRequestHandler(CancelTaskRequestSchema, async (request) => answered(await tasks.cancel({ authorization, taskId: request.params.taskId })) as CancelTaskResult);
+    }
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on("close", () => {
       void transport.close().catch(() => {});
@@ -109,6 +136,17 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
   };
+}
+
+/** A task-augmented request carries `params.task` (an object; MCP 2025-11-25, "Tasks"). */
+function wantsTask(params: unknown): boolean {
+  return isObject(params) && isObject(params["task"]);
+}
+
+/** A task answer as the handler's return, or its JSON-RPC error thrown for the SDK to answer. */
+function answered(answer: RpcAnswer): Record<string, unknown> {
+  if ("error" in answer) throw new RpcError(answer.error.code, answer.error.message, answer.error.data);
+  return answer.result;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

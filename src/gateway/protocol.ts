@@ -4,6 +4,7 @@ import type { ApprovalStatus, ClosedApprovalStatus } from "./errors.js";
 import type { ApprovalOutcome, GatewayStore } from "./store.js";
 import type { UpstreamPool, UpstreamTool } from "./upstream.js";
 import type { GateSource } from "./workspace-gates.js";
+import type { RpcAnswer, TaskOptions } from "./task-types.js";
 
 // The gateway's public surface: its options, what it is handed, what it answers, its wire
 // constants and the request schemas (re-exported by gateway.ts, which composes the parts).
@@ -51,6 +52,11 @@ export type GatewayOptions = {
   upstreams?: UpstreamPool | undefined;
   now?: () => Date;
   logger?: GatewayLogger;
+  /**
+   * Held calls as MCP tasks (src/gateway/tasks.ts): where their state is read, and what wakes a
+   * waiting `tasks/result`. Without it the gateway advertises no tasks capability.
+   */
+  tasks?: TaskOptions | undefined;
 };
 
 export type ToolCallInput = {
@@ -64,6 +70,11 @@ export type ToolCallInput = {
   idempotencyKey?: string | null | undefined;
   /** The JSON-RPC request. */
   body: unknown;
+  /**
+   * The MCP client asked for a task (`params.task`): a call the gate would run outright is then
+   * refused before it runs (src/gateway/tasks.ts), never run and answered as a plain result.
+   */
+  asTask?: boolean;
 };
 
 export type GatewayResponse = { status: number; headers: Record<string, string>; body: unknown };
@@ -133,8 +144,19 @@ export const GATEWAY_JSONRPC = {
 
 // ─── the gateway ──────────────────────────────────────────────────────────────────────────────
 
-/** One tool of `tools/list`, as MCP lists it, namespaced by its connection. */
-export type ListedTool = { name: string; title?: string; description?: string; inputSchema: UpstreamTool["inputSchema"]; outputSchema?: UpstreamTool["outputSchema"]; annotations?: UpstreamTool["annotations"] };
+/**
+ * One tool of `tools/list`, as MCP lists it, namespaced by its connection. `execution.taskSupport`
+ * is "optional" on a tool the gate holds for this key (src/gateway/tasks.ts).
+ */
+export type ListedTool = {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: UpstreamTool["inputSchema"];
+  outputSchema?: UpstreamTool["outputSchema"];
+  annotations?: UpstreamTool["annotations"];
+  execution?: { taskSupport: "optional" };
+};
 
 export type Gateway = {
   handleToolCall(input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }>;
@@ -154,7 +176,20 @@ export type Gateway = {
    * answer the same 404.
    */
   approvalStatus(input: { authorization: string | null | undefined; approvalId: string }): Promise<GatewayResponse & { outcome: ApprovalStatusOutcome }>;
+  /**
+   * Held calls as MCP tasks (MCP 2025-11-25), null when not configured: a task-augmented
+   * tools/call, and tasks/get, tasks/result, tasks/list and tasks/cancel for the key's tasks.
+   */
+  readonly tasks: GatewayTasks | null;
   readonly streamKey: string;
+};
+
+export type GatewayTasks = {
+  callTool(input: ToolCallInput): Promise<RpcAnswer>;
+  get(input: { authorization: string | null | undefined; taskId: unknown }): Promise<RpcAnswer>;
+  result(input: { authorization: string | null | undefined; taskId: unknown; signal?: AbortSignal }): Promise<RpcAnswer>;
+  list(input: { authorization: string | null | undefined; cursor: unknown }): Promise<RpcAnswer>;
+  cancel(input: { authorization: string | null | undefined; taskId: unknown }): Promise<RpcAnswer>;
 };
 
 export const toolCallSchema = z.object({

@@ -34,7 +34,8 @@ export async function approvalStatus(deps: GatewayDeps, input: { authorization: 
   } else {
     // Held, not yet in the inbox (ingest files it within seconds): pending until it expires.
     const h = held!;
-    const failed = h.state === "Failed";
+    // A call its agent cancelled (MCP tasks/cancel) is spent as failed: it never runs.
+    const failed = h.state === "Failed" || h.state === "Cancelled";
     body = {
       approval_id: h.approvalId,
       status: failed ? "failed" : h.state === "AwaitingApproval" && h.expiresAt.getTime() <= at.getTime() ? "expired" : h.state === "AwaitingApproval" ? "pending" : "approved",
@@ -42,7 +43,7 @@ export async function approvalStatus(deps: GatewayDeps, input: { authorization: 
       expires_at: h.expiresAt.toISOString(),
       decided_at: null,
       execution_status: h.state === "Executed" ? "executed" : failed ? "failed" : h.state === "Executing" ? "dispatched" : "none",
-      ...(failed ? { reason: "execution_failed" } : {}),
+      ...(failed ? { reason: h.state === "Cancelled" ? "cancelled" : "execution_failed" } : {}),
     };
   }
   let tokenMinted = false;

@@ -59,7 +59,8 @@ export type GatewayConnection = {
   overrides?: Record<string, boolean>;
 };
 
-export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed";
+/** `Cancelled`: its agent withdrew it (MCP tasks/cancel) before it ran; its execution is spent as failed. */
+export type HeldState = "AwaitingApproval" | "Executing" | "Executed" | "Failed" | "Cancelled";
 
 /**
  * The durable held record. Raw arguments are not part of it: only their canonical hash. (Its row

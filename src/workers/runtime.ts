@@ -2,6 +2,10 @@ import { Redis } from "ioredis";
 import { createGateway, type Gateway } from "../gateway/gateway.js";
 import { createGatewayHttpHandler, type GatewayHttpHandler } from "../gateway/http.js";
 import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
+import { createPostgresTaskStore } from "../gateway/postgres-tasks.js";
+import { reviewProgress } from "../services/approvals/review-progress.js";
+import { withdrawApprovalRequest } from "../services/approvals/withdraw.js";
+import { approvalWake } from "./approval-wake.js";
 import { createUpstreamFetch, createUpstreamPool, type UpstreamPool } from "../gateway/upstream.js";
 import { createDemoUpstream } from "../gateway/demo-upstream.js";
 import { redisApprovalStream, type ApprovalStream } from "../infra/approval-stream.js";
@@ -66,6 +70,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
   let gateway: Gateway | null = null;
   let http: GatewayHttpHandler | null = null;
   let upstreams: UpstreamPool | null = null;
+  const wake = approvalWake(events, logger);
   if (config.gatewayEmbedded) {
     if (!config.approvalSecret || !config.gatewayServiceToken) {
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
@@ -86,6 +91,8 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         serviceToken: config.gatewayServiceToken,
         logger: logger.child({ component: "gateway" }),
         upstreams,
+        // Held calls as MCP tasks: their state is the held record and the approval request.
+        tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id) => reviewProgress(db.sql, id), withdraw: (id) => withdrawApprovalRequest(db, events, id), wake },
       });
       http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH, approvalsPath: EMBEDDED_APPROVALS_PATH });
     }
@@ -140,7 +147,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       delivery?.start();
     },
     async close() {
-      await Promise.all([ingest?.stop(), delivery?.stop(), upstreams?.close()]);
+      await Promise.all([ingest?.stop(), delivery?.stop(), upstreams?.close(), wake.close()]);
       redis?.disconnect();
     },
   };

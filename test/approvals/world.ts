@@ -9,6 +9,10 @@ import { createGateway, type GatewayOptions, type ToolCallInput } from "../../sr
 import { createGatewayHttpHandler } from "../../src/gateway/http.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
+import { createPostgresTaskStore } from "../../src/gateway/postgres-tasks.js";
+import { reviewProgress } from "../../src/services/approvals/review-progress.js";
+import { withdrawApprovalRequest } from "../../src/services/approvals/withdraw.js";
+import { approvalWake } from "../../src/workers/approval-wake.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { argumentHash } from "../../src/domain/canonical.js";
 import { createLogger } from "../../src/infra/logger.js";
@@ -45,7 +49,16 @@ export const TWO_REVIEWERS: ApprovalRule[] = [
 
 export type World = Awaited<ReturnType<typeof createWorld>>;
 
-export async function createWorld(options: { gateway?: Partial<GatewayOptions>; delivery?: Partial<DeliveryOptions>; ingest?: Partial<IngestOptions>; rules?: ApprovalRule[]; env?: Record<string, string> } = {}) {
+export async function createWorld(
+  options: {
+    gateway?: Partial<GatewayOptions>;
+    delivery?: Partial<DeliveryOptions>;
+    ingest?: Partial<IngestOptions>;
+    rules?: ApprovalRule[];
+    env?: Record<string, string>;
+    tasks?: { pollIntervalMs?: number; resultWaitMs?: number; listPageSize?: number };
+  } = {},
+) {
   // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).
   const t: TestApp = await startTestApp({ env: { COUNTERSIGN_UPSTREAM_ALLOW_PRIVATE: "1", ...options.env } });
   const { db } = t;
@@ -92,7 +105,9 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     });
   }
 
-  const gateway = createGateway({
+  // Held calls as MCP tasks, as Countersign wires them (src/workers/runtime.ts), when asked for.
+  const wake = approvalWake(t.events);
+  const gatewayOptions = (tasks: { resultWaitMs?: number } = {}): GatewayOptions => ({
     store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
@@ -101,17 +116,35 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     serviceToken: SERVICE_TOKEN,
     inboxUrl: "https://countersign.test/inbox/{approval_id}",
     upstreams,
+    ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), withdraw: (id: string) => withdrawApprovalRequest(db, t.events, id), wake, ...options.tasks, ...tasks } } : {}),
     ...options.gateway,
   });
-  const handler = createGatewayHttpHandler(gateway);
-  const server: Server = createServer((req, res) => {
-    void handler(req, res).then((handled) => {
-      if (!handled) res.writeHead(404).end();
+
+  /** A gateway instance (the library on an HTTP server of its own) on the world's database, stream and upstream. */
+  async function serveGateway(tasks: { resultWaitMs?: number } = {}) {
+    const instance = createGateway(gatewayOptions(tasks));
+    const handler = createGatewayHttpHandler(instance);
+    const server: Server = createServer((req, res) => {
+      void handler(req, res).then((handled) => {
+        if (!handled) res.writeHead(404).end();
+      });
     });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const gatewayUrl = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    return {
+      gateway: instance,
+      url: `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`,
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections?.();
+        }),
+    };
+  }
+
+  const served = await serveGateway();
+  const gateway = served.gateway;
+  const gatewayUrl = served.url;
 
   const ingest = createIngestWorker({ db, redis, events: t.events, logger, streamKey, claimIdleMs: 60_000, ...options.ingest });
   const delivery = createDeliveryWorker({
@@ -160,13 +193,14 @@ export async function createWorld(options: { gateway?: Partial<GatewayOptions>; 
     upstreams,
     gateway,
     gatewayUrl,
+    serveGateway,
     ingest,
     delivery,
     callTool,
     streamLength,
     async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections?.();
+      await served.close();
+      await wake.close();
       await upstreams.close();
       await upstream.close();
       await redis.del(streamKey).catch(() => 0);

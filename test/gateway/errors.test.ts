@@ -62,7 +62,7 @@ describe("approval_required", () => {
   it("is JSON-RPC code -32003 with the same data", () => {
     expect(approvalRequiredJsonRpc(held)).toEqual({
       code: -32003,
-      message: "approval_required",
+      message: "approval_required: stripe.refund is held for review as approval apr_01 (until 2026-12-02T12:00:00.000Z)",
       data: approvalRequiredHttp(held).body,
     });
   });

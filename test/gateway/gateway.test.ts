@@ -71,8 +71,9 @@ describe("holding a destructive prod call", () => {
     expect(response.status).toBe(423);
     const error = (response.body as { error: { code: number; message: string; data: Record<string, string> } }).error;
     expect(error.code).toBe(-32003);
-    expect(error.message).toBe("approval_required");
     const id = error.data["approval_id"]!;
+    // The message names the approval id too: many clients show the message and nothing of the data.
+    expect(error.message).toBe(`approval_required: github.delete_repo is held for review as approval ${id} (until ${error.data["expires_at"]})`);
     expect(error.data).toEqual({
       error: "approval_required",
       approval_id: id,

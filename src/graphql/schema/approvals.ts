@@ -118,6 +118,7 @@ const ApprovalRequestStatusEnum = builder.enumType("ApprovalRequestStatus", {
     EXPIRED: { value: "expired" },
     INVALIDATED: { value: "invalidated", description: "Closed by a policy change (closeReason policy_changed): file a new request." },
     DEFAULT_DENY: { value: "default_deny", description: "No allow rule matched the tool and environment at ingest." },
+    WITHDRAWN: { value: "withdrawn", description: "Its agent withdrew the held call (MCP tasks/cancel) before it ran: nothing to decide." },
   } as const,
 });
 
