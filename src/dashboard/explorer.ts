@@ -104,12 +104,18 @@ export function exampleTabs(dir = OPERATIONS_DIR): Tab[] {
 }
 
 /**
- * Our corrections to GraphiQL's styles, loaded after its own: the editor's line numbers in a
- * colour that meets WCAG AA contrast on both themes (axe's color-contrast rule).
+ * Our corrections to GraphiQL's styles, loaded after its own, for WCAG AA contrast (axe's
+ * color-contrast rule) in the light theme: the editor's line numbers, and the token colours
+ * under 4.5:1 on GraphiQL's panes (Monaco's "vs" theme numbers, #098658; teal types, #008080;
+ * the second bracket-pair colour, #319331). The mtk classes are Monaco's colour map for the
+ * render-graphiql version in EXPLORER_ASSETS; its path changes with the version, so a new
+ * version is checked again by test/clients/dashboard-people.test.ts.
  */
-export const EXPLORER_STYLE = `.monaco-editor .line-numbers { color: #5c6370 !important; }
-.monaco-editor .line-numbers.active-line-number { color: #1f2328 !important; }
-.graphiql-container.graphiql-dark .monaco-editor .line-numbers, .graphiql-dark .monaco-editor .line-numbers { color: #a0a8b8 !important; }
+export const EXPLORER_STYLE = `body:not(.graphiql-dark) .monaco-editor .line-numbers { color: #5c6370 !important; }
+body:not(.graphiql-dark) .monaco-editor .line-numbers.active-line-number { color: #1f2328 !important; }
+body:not(.graphiql-dark) .monaco-editor .mtk8 { color: #05704a !important; }
+body:not(.graphiql-dark) .monaco-editor .mtk23 { color: #006666 !important; }
+body:not(.graphiql-dark) .monaco-editor .bracket-highlighting-1 { color: #1f7a1f !important; }
 `;
 
 export function explorerOptions(): GraphiQLOptions {
