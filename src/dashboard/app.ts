@@ -299,6 +299,7 @@ const refetchWorkspace = coalesced(async (id: string) => {
   if (workspace) state.workspaces.set(id, workspace);
   else state.workspaces.delete(id);
   renderWorkspace(id);
+  updateTitle();
 });
 
 function watchWorkspace(id: string): void {
@@ -313,6 +314,7 @@ function watchWorkspace(id: string): void {
       state.gates.set(id, { version: update.version, plans: new Map(update.plans.map((p) => [p.planId, p])) });
       if (known) announceGateChanges(known.plans, update.plans);
       renderWorkspace(id);
+      updateTitle();
       // Reservations and the open-plan list live on the workspace: re-read it on every change.
       void refetchWorkspace(id).catch(failed);
       if (state.detail?.gate?.workspaceId === id) void refetchDetail(state.detail.planId).catch(failed);
@@ -614,7 +616,6 @@ function announceGateChanges(before: Map<string, GateStatusFieldsFragment>, afte
   if (changed.length) {
     announce(changed.map((g) => `Plan ${g.planId.slice(0, 8)} on ${g.workspaceName}: gate ${g.passed ? "passed" : "no longer passes"}.`).join(" "));
   }
-  updateTitle();
 }
 
 /** The tab's title: what is open, and how much waits for the viewer. */
