@@ -356,7 +356,10 @@ describe("the explorer", { timeout: 120_000 }, () => {
 
     // A subscription: the header editor's token is the connection_init payload, and a vote
     // elsewhere arrives in the result pane.
-    await typeInto(page, ".graphiql-query-editor", `subscription WatchPlan {\n  planGate(planId: "${s.planId}") {\n    planId\n    passed\n    version\n    evaluation {\n      summary\n    }\n  }\n}\n`);
+    await typeInto(page, ".graphiql-query-editor", `subscription WatchPlan { planGate(planId: "${s.planId}") { planId passed version evaluation { summary } } }`);
+    await page.getByRole("button", { name: /^Prettify/ }).click();
+    await page.locator(".graphiql-query-editor .monaco-editor").first().click();
+    await page.keyboard.press("ControlOrMeta+Home"); // the start of the query in view
     await page.locator(".graphiql-execute-button").click();
     await poll(async () => flat(await response.innerText())).toMatch(/"passed": false/);
     expect(inits).toEqual([expect.objectContaining({ authorization: `Bearer ${s.admin.token}` })]);
@@ -367,7 +370,7 @@ describe("the explorer", { timeout: 120_000 }, () => {
     expect(violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} at ${v.nodes.map((n) => `${n.target.join(" ")} (${n.summary})`).join(", ")}`)).toEqual([]);
     // The visible window only: a modest picture for docs/clients.md.
     const shot = join(OUTPUT, "explorer-subscription.png");
-    await page.screenshot({ path: shot });
+    await page.screenshot({ path: shot, mask: [page.locator(".graphiql-editor-tool")], maskColor: "#e4e7ec" });
     keepForDocs(shot, "explorer-subscription.png");
 
     // Another token in the header editor (open from the start): a socket of its own, refused,
