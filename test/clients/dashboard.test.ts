@@ -12,7 +12,7 @@ import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { approveAs, op, reserveFor, seedGate, type GateSeed } from "./seed.js";
 import { ApplyPlanDocument, CreateWorkspaceDocument, ReleaseReservationDocument, ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
 import { createWorld, heldAndFiled, type World } from "../approvals/world.js";
-import { axe, flat, keepForDocs, typeInto } from "./browser.js";
+import { axe, expectAccessible, expectNoSidewaysScroll, flat, keepForDocs, typeInto } from "./browser.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const OUTPUT = fileURLToPath(new URL("../../test-output/", import.meta.url));
@@ -308,6 +308,12 @@ describe("the held-tool-call inbox", { timeout: 90_000 }, () => {
     expect(await page.content()).not.toContain("secret-arg-one");
     expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
     await screenshot(page, "inbox.png");
+    // The inbox with a call in it, at 1280 px and at 390 px: axe finds nothing, nothing scrolls sideways.
+    await expectAccessible(page, "inbox");
+    await page.setViewportSize({ width: 390, height: 844 });
+    await expectAccessible(page, "inbox at 390 px");
+    await expectNoSidewaysScroll(page, "inbox at 390 px");
+    await page.setViewportSize({ width: 1280, height: 860 });
 
     await item.locator("button[data-action=vote-approve]").click();
     // Voted: it leaves this reviewer's inbox (the second reviewer still has it).
