@@ -21,7 +21,7 @@ import type { GraphiQLOptions } from "graphql-yoga";
 
 /** Bumped with the render-graphiql version, so browsers may cache the assets for long. */
 export const EXPLORER_ASSETS = "/explorer/5.24.1";
-export const TOKEN_STORAGE_KEY = "countersign.token";
+export { TOKEN_STORAGE_KEY } from "./session.js";
 
 const OPERATIONS_DIR = fileURLToPath(new URL("../../operations/", import.meta.url));
 
@@ -103,6 +103,21 @@ export function exampleTabs(dir = OPERATIONS_DIR): Tab[] {
   return tabs;
 }
 
+/**
+ * Our corrections to GraphiQL's styles, loaded after its own, for WCAG AA contrast (axe's
+ * color-contrast rule) in the light theme: the editor's line numbers, and the token colours
+ * under 4.5:1 on GraphiQL's panes (Monaco's "vs" theme numbers, #098658; teal types, #008080;
+ * the second bracket-pair colour, #319331). The mtk classes are Monaco's colour map for the
+ * render-graphiql version in EXPLORER_ASSETS; its path changes with the version, so a new
+ * version is checked again by test/clients/dashboard-people.test.ts.
+ */
+export const EXPLORER_STYLE = `body:not(.graphiql-dark) .monaco-editor .line-numbers { color: #5c6370 !important; }
+body:not(.graphiql-dark) .monaco-editor .line-numbers.active-line-number { color: #1f2328 !important; }
+body:not(.graphiql-dark) .monaco-editor .mtk8 { color: #05704a !important; }
+body:not(.graphiql-dark) .monaco-editor .mtk23 { color: #006666 !important; }
+body:not(.graphiql-dark) .monaco-editor .bracket-highlighting-1 { color: #1f7a1f !important; }
+`;
+
 export function explorerOptions(): GraphiQLOptions {
   const tabs = exampleTabs();
   const headers = JSON.stringify({ Authorization: "Bearer <token>" }, null, 2);
@@ -135,40 +150,13 @@ export function renderExplorer(options: GraphiQLOptions): string {
     <title>${escapeHtml(options.title ?? "Countersign explorer")}</title>
     <link rel="icon" href="data:," />
     <link rel="stylesheet" href="${EXPLORER_ASSETS}/graphiql.css" />
+    <link rel="stylesheet" href="${EXPLORER_ASSETS}/countersign.css" />
   </head>
   <body id="body" class="no-focus-outline">
     <noscript>You need to enable JavaScript to run the explorer.</noscript>
     <div id="root"></div>
     <script type="application/json" id="explorer-options">${scriptJson(options)}</script>
-    <script src="${EXPLORER_ASSETS}/start.js"></script>
+    <script src="${EXPLORER_ASSETS}/start.js" data-assets="${EXPLORER_ASSETS}"></script>
   </body>
 </html>`;
 }
-
-/** The explorer's start script (served as ${EXPLORER_ASSETS}/start.js; plain ES2020). */
-export const EXPLORER_START_JS = `(function () {
-  var assets = ${JSON.stringify(EXPLORER_ASSETS)};
-  var options = JSON.parse(document.getElementById("explorer-options").textContent);
-  var url = new URL(location.href);
-  var token = url.searchParams.get("token");
-  if (token) {
-    sessionStorage.setItem(${JSON.stringify(TOKEN_STORAGE_KEY)}, token);
-    url.searchParams.delete("token");
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
-  } else {
-    token = sessionStorage.getItem(${JSON.stringify(TOKEN_STORAGE_KEY)});
-  }
-  if (token) {
-    var headers = JSON.stringify({ Authorization: "Bearer " + token.replace(/^Bearer\\s+/i, "") }, null, 2);
-    options.headers = headers;
-    options.defaultHeaders = headers;
-    (options.defaultTabs || []).forEach(function (tab) { tab.headers = headers; });
-  }
-  var workers = { editorWorkerService: "editor.worker.js", json: "json.worker.js", graphql: "graphql.worker.js" };
-  self.MonacoEnvironment = { globalAPI: false, getWorkerUrl: function (_id, label) { return assets + "/" + (workers[label] || workers.editorWorkerService); } };
-  var script = document.createElement("script");
-  script.src = assets + "/graphiql.js";
-  script.onload = function () { YogaGraphiQL.renderYogaGraphiQL(document.getElementById("root"), options); };
-  document.body.appendChild(script);
-})();
-`;

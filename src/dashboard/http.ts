@@ -3,13 +3,14 @@
 //   GET /dashboard/app.js      src/dashboard/app.ts bundled for the browser by esbuild (once, on
 //                              first request, then kept in memory)
 //   GET /dashboard/style.css
+//   GET /explorer/<v>/start.js src/dashboard/explorer-start.ts bundled (the explorer's fetcher)
 //   GET /explorer/<v>/…        GraphiQL's bundle, styles and editor workers (render-graphiql)
 // Everything else falls through to GraphQL.
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import { EXPLORER_ASSETS, EXPLORER_START_JS } from "./explorer.js";
+import { EXPLORER_ASSETS, EXPLORER_STYLE } from "./explorer.js";
 
 /** edge/http.ts's HttpHandler, restated so that dashboard/ imports nothing from the server side. */
 type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
@@ -32,13 +33,13 @@ function asset(type: string, body: string | Buffer, immutable = false): Asset {
   return { type, body: buffer, gzip: buffer.length > 1024 ? gzipSync(buffer) : null, immutable };
 }
 
-/** The dashboard bundle: app.ts and what it imports (graphql-ws's browser client, the documents). */
-export async function buildDashboardBundle(): Promise<string> {
+/** A browser bundle of one entry and what it imports (graphql-ws's browser client, the documents). */
+async function buildBundle(entry: string, format: "esm" | "iife"): Promise<string> {
   const { build } = await import("esbuild");
   const result = await build({
-    entryPoints: [here("./app.ts")],
+    entryPoints: [here(entry)],
     bundle: true,
-    format: "esm",
+    format,
     platform: "browser",
     target: ["es2022"],
     minify: true,
@@ -49,8 +50,13 @@ export async function buildDashboardBundle(): Promise<string> {
   return result.outputFiles[0]!.text;
 }
 
+/** The dashboard bundle: app.ts and what it imports. */
+export const buildDashboardBundle = () => buildBundle("./app.ts", "esm");
+
 async function explorerAsset(name: string): Promise<Asset | null> {
-  if (name === "start.js") return asset("text/javascript; charset=utf-8", EXPLORER_START_JS, true);
+  // Ours: they change without the version in the path changing, so revalidated, never immutable.
+  if (name === "start.js") return asset("text/javascript; charset=utf-8", await buildBundle("./explorer-start.ts", "iife"));
+  if (name === "countersign.css") return asset("text/css; charset=utf-8", EXPLORER_STYLE);
   const graphiql = await import("@graphql-yoga/render-graphiql/graphiql");
   const sources: Record<string, [string, string]> = {
     "graphiql.js": ["text/javascript; charset=utf-8", graphiql.js],

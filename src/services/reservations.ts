@@ -141,16 +141,29 @@ export async function reservableRoles({ db, authz }: Pick<GateDeps, "db" | "auth
   return (await reservationOptions({ db, authz }, [workspace])).get(workspace.id)!.roles;
 }
 
+/**
+ * Seed 000, Releasing: the holder of a personal reservation releases their own, any current member
+ * of a role its role's, a super_admin any. The mutation and Reservation.viewerCanRelease ask this.
+ */
+export function mayRelease(
+  principal: { isSuperAdmin: boolean; roleIds: readonly string[] },
+  userId: string,
+  r: { holderUserId: string | null; holderRoleId: string | null },
+): boolean {
+  return (
+    principal.isSuperAdmin ||
+    (r.holderUserId !== null && r.holderUserId === userId) ||
+    (r.holderRoleId !== null && principal.roleIds.includes(r.holderRoleId))
+  );
+}
+
+
 export async function releaseReservation({ db, authz, events }: GateDeps, reservationId: string) {
   const principal = await authz.requireMember();
   const viewer = authz.viewer;
   const found = await db.prisma.reservation.findFirst({ where: { id: reservationId, orgId: viewer.orgId } });
   if (!found) throw new NotFoundError("Reservation", reservationId);
-  const allowed =
-    principal.isSuperAdmin ||
-    (found.holderUserId !== null && found.holderUserId === viewer.userId) ||
-    (found.holderRoleId !== null && principal.roleIds.includes(found.holderRoleId));
-  if (!allowed) {
+  if (!mayRelease(principal, viewer.userId, found)) {
     const who = found.holderUserId
       ? "the person it is held by"
       : "a current member of the role it is held by";

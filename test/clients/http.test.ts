@@ -44,10 +44,10 @@ describe("dashboard and explorer routes", () => {
     expect(html).toContain(`${EXPLORER_ASSETS}/start.js`);
     expect(html).not.toMatch(/unpkg|jsdelivr|https?:\/\//);
     expect(html).not.toContain("alert(1)");
-    for (const asset of ["start.js", "graphiql.js", "graphiql.css", "editor.worker.js", "json.worker.js", "graphql.worker.js"]) {
+    for (const asset of ["start.js", "countersign.css", "graphiql.js", "graphiql.css", "editor.worker.js", "json.worker.js", "graphql.worker.js"]) {
       const res = await fetch(`${url}${EXPLORER_ASSETS}/${asset}`);
       expect(res.status, asset).toBe(200);
-      expect(res.headers.get("cache-control")).toContain("immutable");
+      expect(res.headers.get("cache-control"), asset).toContain(["start.js", "countersign.css"].includes(asset) ? "no-cache" : "immutable");
     }
   });
 

@@ -122,6 +122,40 @@ describe("releasing", () => {
     expect((await o.release(other.adminToken, r2.id)).__typename).toBe("NotFoundError");
   });
 
+  it("Reservation.viewerCanRelease answers what releasing would: holder, other person, role member, non-member, super_admin", async () => {
+    const w = await ws();
+    const devops = await role(t, org.orgId, "DevOps-release");
+    const [holder, stranger, member] = await Promise.all([
+      person(t, org.orgId, "holder"),
+      person(t, org.orgId, "stranger"),
+      memberOf(t, org.orgId, devops.id, "member"),
+    ]);
+    const callers = { holder: holder.token, stranger: stranger.token, member: member.token, superAdmin: org.adminToken };
+    const kinds = { personal: () => o.reserve(holder.token, w.id), role: () => o.reserve(member.token, w.id, devops.id) };
+    const READ_FLAG = `query($w: ID!) { workspace(id: $w) { reservations { id viewerCanRelease } } }`;
+    const seen: string[] = [];
+    for (const [kind, place] of Object.entries(kinds)) {
+      for (const [who, token] of Object.entries(callers)) {
+        const r = (await place()).data;
+        const flag = (await t.gql<{ workspace: { reservations: { id: string; viewerCanRelease: boolean }[] } }>(READ_FLAG, { w: w.id }, token)).data.workspace.reservations.find((x) => x.id === r.id)!.viewerCanRelease;
+        const result = await o.release(token, r.id);
+        if (result.__typename !== "MutationReleaseReservationSuccess") await o.release(org.adminToken, r.id);
+        expect(flag, `${kind} reservation, ${who}`).toBe(result.__typename === "MutationReleaseReservationSuccess");
+        seen.push(`${kind}:${who}:${flag}`);
+      }
+    }
+    expect(seen).toEqual([
+      "personal:holder:true", "personal:stranger:false", "personal:member:false", "personal:superAdmin:true",
+      "role:holder:false", "role:stranger:false", "role:member:true", "role:superAdmin:true",
+    ]);
+    // Released: nobody may release it again.
+    const r = (await o.reserve(holder.token, w.id)).data;
+    await o.release(holder.token, r.id);
+    const all = (await t.gql<{ workspace: { reservations: { id: string; viewerCanRelease: boolean }[] } }>(
+      `query($w: ID!) { workspace(id: $w) { reservations(includeReleased: true) { id viewerCanRelease } } }`, { w: w.id }, org.adminToken)).data.workspace.reservations;
+    expect(all.find((x) => x.id === r.id)!.viewerCanRelease).toBe(false);
+  });
+
   it("releases are recorded, not deleted: the workspace page shows who held, placed and released it", async () => {
     const w = await ws();
     const alice = await person(t, org.orgId, "alice");

@@ -9,6 +9,7 @@ import { ERRORS, deps, loadUser, SIGNED_IN } from "../helpers.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
+  mayRelease,
   releaseReservation,
   reservableRoles,
   reserveWorkspace,
@@ -36,6 +37,11 @@ export const ReservationRef = builder.prismaObject("Reservation", {
     releaseReason: t.exposeString("releaseReason", {
       nullable: true,
       description: "released, or role_deleted when the role's deletion released it (the deleting admin is releasedBy).",
+    }),
+    viewerCanRelease: t.boolean({
+      description:
+        "Whether the caller may release this reservation now: its holder, a current member of its role, or a super_admin; false once released.",
+      resolve: async (r, _args, ctx) => r.releasedAt === null && ctx.authz.viewer !== null && mayRelease(await ctx.authz.principal(), ctx.authz.viewer.userId, r),
     }),
   }),
 });
