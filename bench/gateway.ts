@@ -60,6 +60,8 @@ export async function run(): Promise<BenchRow[]> {
     const upstream = await startUpstream();
     const org = await db.prisma.organization.create({ data: { slug: `bench-gateway-${Date.now()}`, name: "bench" } });
     const user = await db.prisma.user.create({ data: { email: `agent-owner-${org.id}@bench.local`, name: "owner" } });
+    // A key acts only while its creator is an active member (src/domain/liveness.ts).
+    await db.prisma.membership.create({ data: { orgId: org.id, userId: user.id } });
     const stack = await db.prisma.stack.create({ data: { orgId: org.id, name: "bench-stack" } });
     const workspace = await db.prisma.workspace.create({ data: { orgId: org.id, stackId: stack.id, name: "bench-prod", environment: "prod" } });
     await db.prisma.connection.create({ data: { orgId: org.id, workspaceId: workspace.id, name: "files", provider: "files", url: upstream.url } });
