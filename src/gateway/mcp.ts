@@ -22,10 +22,11 @@ import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY
  * Before this handler runs, src/gateway/http.ts has checked the request's Origin (403), its rate
  * (429 with Retry-After: MCP Streamable HTTP is HTTP, and the SDK's client surfaces any non-2xx
  * as a StreamableHTTPError carrying the status) and its virtual key (401, before the body is
- * read), for the fast path and the transport alike. The key is checked again here — by
- * `authenticate` before the transport sees anything but a `tools/call`, and by the gateway
- * itself for a `tools/call`, in the same database round trip as its route (a key revoked since
- * is the JSON-RPC error -32001 `unauthorized`).
+ * read), for the fast path and the transport alike; it passes `keyCheckedByRoute`, so
+ * initialize, ping and notifications are not checked twice. The authority stays with the
+ * gateway: `tools/call` reads the key in the same database round trip as its route, and
+ * `tools/list` reads it once itself (a key revoked since is the JSON-RPC error -32001
+ * `unauthorized`). Mounted alone, the handler authenticates every other message first.
  */
 const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
 
