@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
 import { claimsMatch, verifyApprovalToken, type ApprovalTokenClaims } from "./approval-token.js";
 import { argumentHash, canonicalJson, CanonicalJsonError, sha256Hex } from "../domain/canonical.js";
 import type { GatewayDeps } from "./deps.js";
@@ -20,7 +19,7 @@ import {
 } from "./errors.js";
 import { decide, executeHeld, gateRequest, resolveTool } from "./execute.js";
 import { hashVirtualKey } from "./keys.js";
-import { GATEWAY_JSONRPC, idempotencyKeySchema, toolCallParams, toolCallSchema, type GatewayResponse, type ToolCallInput, type ToolCallOutcome } from "./protocol.js";
+import { GATEWAY_JSONRPC, idempotencyKeySchema, parseToolCall, type GatewayResponse, type ToolCallInput, type ToolCallOutcome } from "./protocol.js";
 import { asCallResult, bearer, denied, rejected, rpcError, rpcResult, toolUnavailable, withTimeout, type RpcId } from "./respond.js";
 import type { GatewayKey, GatewayRoute, HeldInvocation } from "./store.js";
 import { UpstreamError } from "./upstream.js";
@@ -30,14 +29,12 @@ import { UpstreamError } from "./upstream.js";
 
 export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): Promise<GatewayResponse & { outcome: ToolCallOutcome }> {
   const { store, now, log, tokenOptions } = deps;
-  const envelope = toolCallSchema.safeParse(input.body);
-  if (!envelope.success) return rejected(null, 400, GATEWAY_JSONRPC.invalidRequest, "invalid_request", "not a JSON-RPC 2.0 request");
-  const rpcId: RpcId = envelope.data.id ?? null;
-  if (envelope.data.method !== "tools/call") return rejected(rpcId, 400, GATEWAY_JSONRPC.methodNotFound, "method_not_found", "only tools/call is served");
-  const params = toolCallParams.safeParse(envelope.data.params ?? {});
-  if (!params.success) return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", z.prettifyError(params.error));
-  const logicalTool = params.data.name;
-  const args = params.data.arguments ?? {};
+  const parsed = parseToolCall(input.body);
+  if (!parsed.ok) return rejected(parsed.problem.id, 400, parsed.problem.code, parsed.problem.error, parsed.problem.message);
+  const call = parsed.call;
+  const rpcId: RpcId = call.id;
+  const logicalTool = call.name;
+  const args = call.arguments ?? {};
 
   const plaintext = bearer(input.authorization);
   let key: GatewayKey | null = null;
@@ -60,12 +57,12 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
     if (error instanceof CanonicalJsonError) return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", error.message);
     throw error;
   }
-  const explicitKey = input.idempotencyKey ?? (typeof params.data._meta?.["idempotency_key"] === "string" ? (params.data._meta["idempotency_key"] as string) : null);
+  const explicitKey = input.idempotencyKey ?? (typeof call.meta?.["idempotency_key"] === "string" ? (call.meta["idempotency_key"] as string) : null);
   if (explicitKey !== null && !idempotencyKeySchema.safeParse(explicitKey).success) {
     return rejected(rpcId, 400, GATEWAY_JSONRPC.invalidParams, "invalid_params", "an idempotency key is 1-255 printable ASCII characters");
   }
   const idempotencyKey = explicitKey ?? derivedIdempotencyKey(key, logicalTool, hash);
-  const amount = params.data._meta?.["amount_usd"];
+  const amount = call.meta?.["amount_usd"];
   const amountUsd = typeof amount === "number" && Number.isFinite(amount) && amount >= 0 ? amount : undefined;
 
   // The agent-side re-issue: approved only when the token verifies and EVERY bound claim

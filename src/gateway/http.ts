@@ -91,7 +91,8 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
   // counted against its key and its body is read without asking the database first (the call
   // itself still checks the key, so a revoked key is refused all the same).
   const known = new RecentSet();
-  const mcp = createMcpHandler(gateway);
+  // admit() below checks the key before any body is read: the MCP handler need not again.
+  const mcp = createMcpHandler(gateway, { keyCheckedByRoute: true });
 
   const header = (req: IncomingMessage, name: string) => {
     const value = req.headers[name];

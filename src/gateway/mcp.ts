@@ -35,10 +35,11 @@ import { TASKS_CAPABILITY } from "./tasks.js";
  * Before this handler runs, src/gateway/http.ts has checked the request's Origin (403), its rate
  * (429 with Retry-After: MCP Streamable HTTP is HTTP, and the SDK's client surfaces any non-2xx
  * as a StreamableHTTPError carrying the status) and its virtual key (401, before the body is
- * read), for the fast path and the transport alike. The key is checked again here — by
- * `authenticate` before the transport sees anything but a `tools/call`, and by the gateway
- * itself for a `tools/call`, in the same database round trip as its route (a key revoked since
- * is the JSON-RPC error -32001 `unauthorized`).
+ * read), for the fast path and the transport alike; it passes `keyCheckedByRoute`, so
+ * initialize, ping and notifications are not checked twice. The authority stays with the
+ * gateway: `tools/call` reads the key in the same database round trip as its route, and
+ * `tools/list` reads it once itself (a key revoked since is the JSON-RPC error -32001
+ * `unauthorized`). Mounted alone, the handler authenticates every other message first.
  *
  * With `gateway.tasks` (src/gateway/tasks.ts) it advertises `capabilities.tasks` and serves held
  * calls as MCP tasks: a `tools/call` with `params.task` answers a task for what the gateway holds,
@@ -48,7 +49,18 @@ const callParams = z.object({ name: z.string(), arguments: z.record(z.string(), 
 
 export type McpHandler = (req: IncomingMessage, res: ServerResponse, body: unknown) => Promise<void>;
 
-export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { name: string; version: string }; instructions?: string } = {}): McpHandler {
+export type McpHandlerOptions = {
+  serverInfo?: { name: string; version: string };
+  instructions?: string;
+  /**
+   * The gateway's route (src/gateway/http.ts) checked the virtual key before it read the body:
+   * initialize, ping and notifications are then served without reading the key again. Unset (an
+   * embedder mounting the handler alone), every message is authenticated here first.
+   */
+  keyCheckedByRoute?: boolean;
+};
+
+export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = {}): McpHandler {
   const serverInfo = options.serverInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const instructions =
     options.instructions ??
@@ -62,17 +74,9 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
     const authorization = header("authorization");
     const messages = Array.isArray(body) ? (body as unknown[]) : [body];
     const onlyCalls = messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
-    // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
-    // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
-    // (`null` or a number is a message too, for the transport to refuse: never read as an object here.)
-    const malformed = messages.find((m) => isObject(m) && m.method === "tools/call" && !callParams.safeParse(m.params).success) as { id?: unknown } | undefined;
-    if (malformed && !Array.isArray(body)) {
-      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
-      res.end(JSON.stringify({ jsonrpc: "2.0", id: malformed.id ?? null, error: { code: GATEWAY_JSONRPC.invalidParams, message: "invalid_params", data: { error: "invalid_params", message: "tools/call takes a tool name and, optionally, arguments as a JSON object" } } }));
-      return;
-    }
     // The hot path: one tools/call is answered here, with the transport's own checks and wire
-    // format (a JSON answer on HTTP 200, no session), without building a Server for it.
+    // format (a JSON answer on HTTP 200, no session), without building a Server for it. Its
+    // params are validated once, by the gateway (malformed: -32602 invalid_params, on HTTP 200).
     if (!Array.isArray(body) && onlyCalls && isRequest(body)) {
       const refused = transportRefusal(req);
       if (refused) {
@@ -92,7 +96,18 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
       res.end(JSON.stringify(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result }));
       return;
     }
-    if (!onlyCalls) {
+    // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
+    // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
+    // (`null` or a number is a message too, for the transport to refuse: never read as an object here.)
+    const malformed = messages.find((m) => isObject(m) && m.method === "tools/call" && !callParams.safeParse(m.params).success) as { id?: unknown } | undefined;
+    if (malformed && !Array.isArray(body)) {
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: malformed.id ?? null, error: { code: GATEWAY_JSONRPC.invalidParams, message: "invalid_params", data: { error: "invalid_params", message: "tools/call takes a tool name and, optionally, arguments as a JSON object" } } }));
+      return;
+    }
+    // Mounted behind the gateway's route, the key was checked before the body was read; alone,
+    // the handler checks it here. tools/list and tools/call read the key again themselves either way.
+    if (!onlyCalls && !options.keyCheckedByRoute) {
       if (!(await gateway.authenticate({ authorization }))) {
         res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="countersign-gateway"', "cache-control": "no-store" });
         res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: GATEWAY_JSONRPC.unauthorized, message: "unauthorized: send a live virtual key as `Authorization: Bearer <key>`" } }));

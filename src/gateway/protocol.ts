@@ -205,6 +205,58 @@ export const toolCallParams = z.object({
   _meta: z.record(z.string(), z.unknown()).optional(),
 });
 
+/** A `tools/call` as the gateway serves it: the request's id, the tool's name, its arguments and `_meta`. */
+export type ParsedToolCall = {
+  id: string | number | null;
+  name: string;
+  arguments: Record<string, unknown> | undefined;
+  meta: Record<string, unknown> | undefined;
+};
+
+/** Why a body is not a `tools/call` the gateway serves: the JSON-RPC code and the error's name and text. */
+export type ToolCallProblem = {
+  id: string | number | null;
+  code: number;
+  error: "invalid_request" | "method_not_found" | "invalid_params";
+  message: string;
+};
+
+const NO_WHITESPACE = /^\S+$/;
+
+/**
+ * The one validation of a `tools/call` (toolCallSchema, then toolCallParams), run once per call on
+ * every transport. The common case, a well-formed call, is accepted by plain checks that are never
+ * looser than the schemas; anything else is decided by the schemas themselves, so the answer and
+ * its message are the schemas' own.
+ */
+export function parseToolCall(body: unknown): { ok: true; call: ParsedToolCall } | { ok: false; problem: ToolCallProblem } {
+  if (isPlainObject(body) && body["jsonrpc"] === "2.0" && body["method"] === "tools/call") {
+    const id = body["id"];
+    const params = body["params"] ?? {};
+    if ((id === undefined || id === null || typeof id === "string" || (typeof id === "number" && Number.isFinite(id))) && isPlainObject(params)) {
+      const { name, arguments: args, _meta: meta } = params;
+      if (
+        typeof name === "string" &&
+        name.length >= 1 &&
+        name.length <= 256 &&
+        NO_WHITESPACE.test(name) &&
+        (args === undefined || isPlainObject(args)) &&
+        (meta === undefined || isPlainObject(meta))
+      ) {
+        return { ok: true, call: { id: (id ?? null) as string | number | null, name, arguments: args as Record<string, unknown> | undefined, meta: meta as Record<string, unknown> | undefined } };
+      }
+    }
+  }
+  // Not the plain case: the schemas decide, and word the refusal.
+  const envelope = toolCallSchema.safeParse(body);
+  if (!envelope.success) return { ok: false, problem: { id: null, code: GATEWAY_JSONRPC.invalidRequest, error: "invalid_request", message: "not a JSON-RPC 2.0 request" } };
+  const id = envelope.data.id ?? null;
+  if (envelope.data.method !== "tools/call") return { ok: false, problem: { id, code: GATEWAY_JSONRPC.methodNotFound, error: "method_not_found", message: "only tools/call is served" } };
+  const params = toolCallParams.safeParse(envelope.data.params ?? {});
+  if (!params.success) return { ok: false, problem: { id, code: GATEWAY_JSONRPC.invalidParams, error: "invalid_params", message: z.prettifyError(params.error) } };
+  return { ok: true, call: { id, name: params.data.name, arguments: params.data.arguments, meta: params.data._meta } };
+}
+
 export const idempotencyKeySchema = z.string().min(1).max(255).regex(/^[\x21-\x7e]+$/);
 export const idSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/);
 

@@ -494,17 +494,36 @@ export async function enqueueReservationEvent(
  */
 export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string, type: "approval_request.filed" | "approval_request.decided"): Promise<void> {
   const sql = asSql(tx);
-  const [r] = await sql.query<{ id: string; orgId: string; workspaceId: string; workspaceName: string; tool: string; environment: string; status: string; revision: number; closeReason: string | null; expiresAt: Date }>(
+  const [r] = await sql.query<ApprovalRequestEventRow>(
     `SELECT r.id, r."orgId", r."workspaceId", w.name AS "workspaceName", r.tool, r.environment, r.status::text AS status, r.revision,
             r."closeReason", r."expiresAt"
        FROM approval_requests r JOIN workspaces w ON w.id = r."workspaceId" WHERE r.id = $1`,
     [requestId],
   );
   if (!r) return;
+  const event = approvalRequestEvent(r, type);
+  if ((await subscribedWebhooks(sql, r.orgId, event.type)).length === 0) return;
+  await enqueueWebhookEvent(sql, r.orgId, event);
+}
+
+/** A request as its approval_request.* event reads it. */
+export type ApprovalRequestEventRow = {
+  id: string;
+  orgId: string;
+  workspaceId: string;
+  workspaceName: string;
+  tool: string;
+  environment: string;
+  status: string;
+  revision: number;
+  closeReason: string | null;
+  expiresAt: Date;
+};
+
+function approvalRequestEvent(r: ApprovalRequestEventRow, asked: "approval_request.filed" | "approval_request.decided"): WebhookEvent {
   // A request filed already decided (no rule matched: default deny) waits for nobody.
-  if (type === "approval_request.filed" && r.status !== "pending") type = "approval_request.decided";
-  if ((await subscribedWebhooks(sql, r.orgId, type)).length === 0) return;
-  await enqueueWebhookEvent(sql, r.orgId, {
+  const type = asked === "approval_request.filed" && r.status !== "pending" ? "approval_request.decided" : asked;
+  return {
     type,
     summary:
       type === "approval_request.filed"
@@ -514,7 +533,47 @@ export async function enqueueApprovalRequestEvent(tx: TxLike, requestId: string,
       request: { id: r.id, tool: r.tool, environment: r.environment, status: r.status, revision: r.revision, closeReason: r.closeReason, expiresAt: new Date(r.expiresAt).toISOString() },
       workspace: { id: r.workspaceId, name: r.workspaceName },
     },
-  });
+  };
+}
+
+/**
+ * approval_request.filed (or .decided, for one filed closed) for many requests just filed, from
+ * the rows the caller has in hand: one statement reads the subscribed webhooks of their
+ * organizations, one inserts every delivery. The same events, payloads included, as
+ * enqueueApprovalRequestEvent queues one request at a time, without reading each request back.
+ */
+export async function enqueueApprovalRequestsFiled(tx: TxLike, requests: readonly ApprovalRequestEventRow[]): Promise<void> {
+  if (requests.length === 0) return;
+  const sql = asSql(tx);
+  const events = requests.map((r) => ({ r, event: approvalRequestEvent(r, "approval_request.filed") }));
+  const hooks = await sql.query<{ id: string; orgId: string; events: string[] }>(
+    `SELECT id, "orgId", events FROM webhooks WHERE "orgId" = ANY($1::text[]) AND active AND events && $2::text[] ORDER BY id`,
+    [[...new Set(requests.map((r) => r.orgId))], [...new Set(events.map((e) => e.event.type))]],
+  );
+  const byOrg = new Map<string, { id: string; events: string[] }[]>();
+  for (const hook of hooks) byOrg.set(hook.orgId, [...(byOrg.get(hook.orgId) ?? []), hook]);
+  const cols = { orgId: [] as string[], webhookId: [] as string[], eventId: [] as string[], eventType: [] as string[], payload: [] as string[] };
+  const occurredAt = new Date().toISOString();
+  for (const { r, event } of events) {
+    const subscribed = (byOrg.get(r.orgId) ?? []).filter((h) => h.events.includes(event.type));
+    if (subscribed.length === 0) continue;
+    const eventId = randomUUID();
+    const payload = JSON.stringify({ id: eventId, type: event.type, occurredAt, organizationId: r.orgId, summary: event.summary, data: event.data });
+    for (const hook of subscribed) {
+      cols.orgId.push(r.orgId);
+      cols.webhookId.push(hook.id);
+      cols.eventId.push(eventId);
+      cols.eventType.push(event.type);
+      cols.payload.push(payload);
+    }
+  }
+  if (cols.webhookId.length === 0) return;
+  await sql.query(
+    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt")
+     SELECT gen_random_uuid()::text, o, w, e, t, p::jsonb, 'queued', now(), now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS d(o, w, e, t, p)`,
+    [cols.orgId, cols.webhookId, cols.eventId, cols.eventType, cols.payload],
+  );
 }
 
 // ── Held-call settings: security-relevant changes ─────────────────────────────────────────

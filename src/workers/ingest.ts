@@ -12,8 +12,9 @@ import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { findStrandedHeld, markRepublished, openTicket } from "../gateway/postgres-store.js";
 import { toDomainPolicy } from "../services/approvals/policies.js";
-import { LOCKING_TX_OPTIONS, type Tx } from "../infra/db.js";
-import { enqueueApprovalRequestEvent, organizationsListening } from "../services/webhooks.js";
+import type { SqlRunner } from "../infra/db.js";
+import { inTransaction } from "../services/approvals/sql.js";
+import { enqueueApprovalRequestsFiled, organizationsListening } from "../services/webhooks.js";
 import { createWorkerLoop } from "./loop.js";
 
 /**
@@ -315,7 +316,14 @@ async function processEntries(deps: IngestDeps, entries: Entry[]): Promise<Inges
 
 type FileResult = { ack: string[]; created: { id: string; orgId: string; workspaceId: string; reason: string }[]; stats: IngestStats };
 
-/** One transaction: bind, match, insert. Returns what to acknowledge once it has committed. */
+/**
+ * One transaction for the whole batch: bind, match, insert. Returns what to acknowledge once it
+ * has committed. Every read is one statement per batch (the workspaces, keys, connections and
+ * policies the batch names), the insert one statement for every row, and nothing is read back
+ * per entry: a batch of 500 costs the same handful of statements as a batch of one. On
+ * PostgreSQL it runs on the driver (one pooled connection between BEGIN and COMMIT): Prisma's
+ * raw-query layer cost several times the statement itself on a 500-row insert.
+ */
 async function fileTickets(deps: Pick<IngestDeps, "db" | "now" | "log">, entries: Bound[]): Promise<FileResult> {
   const { db, now, log } = deps;
   const stats = emptyStats();
@@ -341,122 +349,163 @@ async function fileTickets(deps: Pick<IngestDeps, "db" | "now" | "log">, entries
   }
 
   const at = now();
-  await db.prisma.$transaction(
-    async (tx) => {
-      const workspaceIds = [...new Set(unique.map((e) => e.ticket.workspace_id))].sort();
-      // FOR SHARE: a policy change (FOR UPDATE on the workspace) waits for this batch, so no
-      // request is filed under a policy set that is already being replaced.
-      const workspaces = new Map(
-        (
-          await tx.$queryRaw<{ id: string; orgId: string; archived: boolean }[]>`
-            SELECT id, "orgId", ("archivedAt" IS NOT NULL) AS archived FROM workspaces
-             WHERE id = ANY(${workspaceIds}::text[]) ORDER BY id FOR SHARE`
-        ).map((w) => [w.id, w]),
-      );
-      const keys = new Map(
-        // A key is as alive as its organization and its creator (src/domain/liveness.ts).
-        (
-          await tx.$queryRawUnsafe<{ id: string; workspaceId: string; dead: string | null }[]>(
-            `SELECT k.id, k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead FROM virtual_keys k WHERE k.id = ANY($1::text[])`,
-            [...new Set(unique.map((e) => e.ticket.virtual_key_id))],
-          )
-        ).map((k) => [k.id, k]),
-      );
-      const connections = new Map(
-        (await tx.connection.findMany({ where: { id: { in: [...new Set(unique.map((e) => e.ticket.connection_id))] } }, select: { id: true, workspaceId: true, active: true } })).map((c) => [c.id, c]),
-      );
-      const policiesByWorkspace = await loadPolicies(tx, [...workspaces.keys()]);
-      const hashByWorkspace = new Map<string, string>();
+  await inTransaction(db, async (sql) => {
+    const bindings = await readBindings(sql, unique);
+    const hashByWorkspace = new Map<string, string>();
 
-      const rows: RequestRow[] = [];
-      const rowEntries = new Map<string, Bound & { orgId: string; reason: string }>();
-      for (const entry of unique) {
-        const t = entry.ticket;
-        const workspace = workspaces.get(t.workspace_id);
-        const key = keys.get(t.virtual_key_id);
-        const connection = connections.get(t.connection_id);
-        const problem = !workspace
-          ? "unknown_workspace"
-          : workspace.archived
-            ? "workspace_archived"
-            : !key || key.workspaceId !== t.workspace_id
-              ? "unknown_virtual_key"
-              : key.dead
-                ? "virtual_key_revoked"
-                : !connection || connection.workspaceId !== t.workspace_id
-                  ? "unknown_connection"
-                  : !connection.active
-                    ? "connection_inactive"
-                    : null;
-        const expired = Date.parse(t.expires_at) <= at.getTime();
-        if (problem === "connection_inactive" && !expired) {
-          // It may be reactivated: leave the entry pending, XAUTOCLAIM brings it back.
-          stats.deferred++;
-          log.warn({ entryId: entry.entryId, approvalId: t.approval_id }, "approval ticket's connection is inactive; retrying later");
-          continue;
-        }
-        if (problem !== null) {
-          stats.unbound++;
-          result.ack.push(entry.entryId);
-          log.warn({ entryId: entry.entryId, approvalId: t.approval_id, problem }, "approval ticket not bound; rejected");
-          continue;
-        }
-        const policies = policiesByWorkspace.get(t.workspace_id) ?? [];
-        let hash = hashByWorkspace.get(t.workspace_id);
-        if (hash === undefined) {
-          hash = policySetHash(policies);
-          hashByWorkspace.set(t.workspace_id, hash);
-        }
-        const match = matchRequest(policies, { tool: t.tool, environment: t.environment });
-        const status = expired ? "expired" : match.defaultDeny ? "default_deny" : "pending";
-        rows.push({
-          id: t.approval_id,
-          orgId: workspace!.orgId,
-          ticket: t,
-          canonical: entry.canonical,
-          fingerprint: entry.fingerprint,
-          status,
-          decidedAt: status === "pending" ? null : at,
-          policyRevisions: JSON.stringify(match.policyRevisions),
-          matchedRules: JSON.stringify(match.matchedRules),
-          policySetHash: hash,
-        });
-        rowEntries.set(t.approval_id, { ...entry, orgId: workspace!.orgId, reason: status === "pending" ? "created" : status });
+    const rows: RequestRow[] = [];
+    const rowEntries = new Map<string, Bound & { orgId: string; reason: string }>();
+    for (const entry of unique) {
+      const t = entry.ticket;
+      const workspace = bindings.workspaces.get(t.workspace_id);
+      const problem = bindingProblem(bindings, t);
+      const expired = Date.parse(t.expires_at) <= at.getTime();
+      if (problem === "connection_inactive" && !expired) {
+        // It may be reactivated: leave the entry pending, XAUTOCLAIM brings it back.
+        stats.deferred++;
+        log.warn({ entryId: entry.entryId, approvalId: t.approval_id }, "approval ticket's connection is inactive; retrying later");
+        continue;
       }
-      if (rows.length === 0) return;
-
-      const inserted = new Set((await insertRequests(tx, rows)).map((r) => r.id));
-      // One statement tells which organizations listen; only their requests are read again for a payload.
-      const listening = await organizationsListening(tx, [...new Set(rows.filter((r) => inserted.has(r.id)).map((r) => r.orgId))], ["approval_request.filed", "approval_request.decided"]);
-      for (const row of rows) if (inserted.has(row.id) && listening.has(row.orgId)) await enqueueApprovalRequestEvent(tx, row.id, "approval_request.filed");
-      const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
-      const existing = new Map(
-        conflicting.length === 0
-          ? []
-          : (await tx.approvalRequest.findMany({ where: { id: { in: conflicting } }, select: { id: true, payloadHash: true } })).map((r) => [r.id, r.payloadHash]),
-      );
-      for (const [id, entry] of rowEntries) {
+      if (problem !== null || !workspace) {
+        stats.unbound++;
         result.ack.push(entry.entryId);
-        if (inserted.has(id)) {
-          stats.inserted++;
-          if (entry.reason === "default_deny") stats.defaultDenied++;
-          result.created.push({ id, orgId: entry.orgId, workspaceId: entry.ticket.workspace_id, reason: entry.reason });
-        } else if (existing.get(id) === entry.fingerprint) {
-          stats.duplicates++;
-        } else {
-          stats.collisions++;
-          log.error({ entryId: entry.entryId, approvalId: id }, "approval_id collision: same id, different payload; rejected");
-        }
+        log.warn({ entryId: entry.entryId, approvalId: t.approval_id, problem }, "approval ticket not bound; rejected");
+        continue;
       }
-    },
-    LOCKING_TX_OPTIONS,
-  );
+      const policies = bindings.policies.get(t.workspace_id) ?? [];
+      let hash = hashByWorkspace.get(t.workspace_id);
+      if (hash === undefined) {
+        hash = policySetHash(policies);
+        hashByWorkspace.set(t.workspace_id, hash);
+      }
+      const match = matchRequest(policies, { tool: t.tool, environment: t.environment });
+      const status = expired ? "expired" : match.defaultDeny ? "default_deny" : "pending";
+      rows.push({
+        id: t.approval_id,
+        orgId: workspace.orgId,
+        workspaceName: workspace.name,
+        ticket: t,
+        canonical: entry.canonical,
+        fingerprint: entry.fingerprint,
+        status,
+        decidedAt: status === "pending" ? null : at,
+        policyRevisions: JSON.stringify(match.policyRevisions),
+        matchedRules: JSON.stringify(match.matchedRules),
+        policySetHash: hash,
+      });
+      rowEntries.set(t.approval_id, { ...entry, orgId: workspace.orgId, reason: status === "pending" ? "created" : status });
+    }
+    if (rows.length === 0) return;
+
+    const inserted = new Set((await insertRequests(sql, rows)).map((r) => r.id));
+    // One statement tells which organizations listen; their events are queued from the rows in
+    // hand (nothing read back), in one statement for the batch.
+    const filedRows = rows.filter((r) => inserted.has(r.id));
+    const listening = await organizationsListening(sql, [...new Set(filedRows.map((r) => r.orgId))], ["approval_request.filed", "approval_request.decided"]);
+    await enqueueApprovalRequestsFiled(
+      sql,
+      filedRows
+        .filter((r) => listening.has(r.orgId))
+        .map((r) => ({
+          id: r.id,
+          orgId: r.orgId,
+          workspaceId: r.ticket.workspace_id,
+          workspaceName: r.workspaceName,
+          tool: r.ticket.tool,
+          environment: r.ticket.environment,
+          status: r.status,
+          revision: 1, // a request is filed at its first revision (the column's default)
+          closeReason: r.status === "pending" ? null : r.status,
+          expiresAt: new Date(r.ticket.expires_at),
+        })),
+    );
+    const conflicting = rows.filter((r) => !inserted.has(r.id)).map((r) => r.id);
+    const existing = new Map(
+      conflicting.length === 0
+        ? []
+        : (await sql.query<{ id: string; payloadHash: string }>(`SELECT id, "payloadHash" FROM approval_requests WHERE id = ANY($1::text[])`, [conflicting])).map((r) => [r.id, r.payloadHash]),
+    );
+    for (const [id, entry] of rowEntries) {
+      result.ack.push(entry.entryId);
+      if (inserted.has(id)) {
+        stats.inserted++;
+        if (entry.reason === "default_deny") stats.defaultDenied++;
+        result.created.push({ id, orgId: entry.orgId, workspaceId: entry.ticket.workspace_id, reason: entry.reason });
+      } else if (existing.get(id) === entry.fingerprint) {
+        stats.duplicates++;
+      } else {
+        stats.collisions++;
+        log.error({ entryId: entry.entryId, approvalId: id }, "approval_id collision: same id, different payload; rejected");
+      }
+    }
+  });
   return result;
+}
+
+/** What a batch's tickets name, read once for the batch: one statement per table. */
+type Bindings = {
+  workspaces: Map<string, { id: string; orgId: string; name: string; archived: boolean }>;
+  keys: Map<string, { id: string; workspaceId: string; dead: string | null }>;
+  connections: Map<string, { id: string; workspaceId: string; active: boolean }>;
+  policies: Map<string, ApprovalPolicy[]>;
+};
+
+async function readBindings(sql: SqlRunner, entries: Bound[]): Promise<Bindings> {
+  const distinct = (f: (t: ApprovalTicket) => string) => [...new Set(entries.map((e) => f(e.ticket)))].sort();
+  // FOR SHARE, in id order: a policy change (FOR UPDATE on the workspace) waits for this batch,
+  // so no request is filed under a policy set that is already being replaced.
+  const workspaces = await sql.query<{ id: string; orgId: string; name: string; archived: boolean }>(
+    `SELECT id, "orgId", name, ("archivedAt" IS NOT NULL) AS archived FROM workspaces WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE`,
+    [distinct((t) => t.workspace_id)],
+  );
+  // A key is as alive as its organization and its creator (src/domain/liveness.ts).
+  const keys = await sql.query<{ id: string; workspaceId: string; dead: string | null }>(
+    `SELECT k.id, k."workspaceId", ${virtualKeyDeadReasonSql("k")} AS dead FROM virtual_keys k WHERE k.id = ANY($1::text[])`,
+    [distinct((t) => t.virtual_key_id)],
+  );
+  const connections = await sql.query<{ id: string; workspaceId: string; active: boolean }>(`SELECT id, "workspaceId", active FROM connections WHERE id = ANY($1::text[])`, [
+    distinct((t) => t.connection_id),
+  ]);
+  // Policies of the workspaces that exist, read once per batch (not per entry).
+  const policyRows =
+    workspaces.length === 0
+      ? []
+      : await sql.query<{ id: string; workspaceId: string; revision: number; enabled: boolean; rules: unknown }>(
+          `SELECT id, "workspaceId", revision, enabled, rules FROM approval_policies WHERE "workspaceId" = ANY($1::text[])`,
+          [workspaces.map((w) => w.id)],
+        );
+  const policies = new Map<string, ApprovalPolicy[]>();
+  for (const row of policyRows) {
+    const list = policies.get(row.workspaceId) ?? [];
+    list.push(toDomainPolicy(row as Parameters<typeof toDomainPolicy>[0]));
+    policies.set(row.workspaceId, list);
+  }
+  return {
+    workspaces: new Map(workspaces.map((w) => [w.id, w])),
+    keys: new Map(keys.map((k) => [k.id, k])),
+    connections: new Map(connections.map((c) => [c.id, c])),
+    policies,
+  };
+}
+
+/** Why a ticket does not bind to a live workspace, key and active connection, or null when it does. */
+function bindingProblem(b: Bindings, t: ApprovalTicket): string | null {
+  const workspace = b.workspaces.get(t.workspace_id);
+  const key = b.keys.get(t.virtual_key_id);
+  const connection = b.connections.get(t.connection_id);
+  if (!workspace) return "unknown_workspace";
+  if (workspace.archived) return "workspace_archived";
+  if (!key || key.workspaceId !== t.workspace_id) return "unknown_virtual_key";
+  if (key.dead) return "virtual_key_revoked";
+  if (!connection || connection.workspaceId !== t.workspace_id) return "unknown_connection";
+  if (!connection.active) return "connection_inactive";
+  return null;
 }
 
 type RequestRow = {
   id: string;
   orgId: string;
+  workspaceName: string;
   ticket: ApprovalTicket;
   canonical: string;
   fingerprint: string;
@@ -472,9 +521,9 @@ type RequestRow = {
  * a millisecond a row here, this a fraction of one. ON CONFLICT DO NOTHING RETURNING tells the
  * rows filed now from approval ids already there (duplicates or collisions).
  */
-async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string }[]> {
+async function insertRequests(sql: SqlRunner, rows: RequestRow[]): Promise<{ id: string }[]> {
   const col = <T>(f: (row: RequestRow) => T) => rows.map(f);
-  return tx.$queryRawUnsafe<{ id: string }[]>(
+  return sql.query<{ id: string }>(
     `INSERT INTO approval_requests
        (id, "orgId", "workspaceId", "virtualKeyId", "connectionId", tool, "logicalTool", environment, "invocationId",
         "idempotencyKey", "argumentHash", "payloadHash", "requestSnapshot", "amountUsd", status, "closeReason", "decidedAt",
@@ -487,6 +536,7 @@ async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string 
          AS t(id, org, ws, vk, conn, tool, logical, env, inv, idem, ah, ph, snap, amount, st, decided, pr, mr, psh, exp, created, prov)
      ON CONFLICT (id) DO NOTHING
      RETURNING id`,
+    [
     col((r) => r.id),
     col((r) => r.orgId),
     col((r) => r.ticket.workspace_id),
@@ -510,6 +560,7 @@ async function insertRequests(tx: Tx, rows: RequestRow[]): Promise<{ id: string 
     col((r) => new Date(r.ticket.created_at)),
     // The route the hold saw, pinned for delivery (older producers send no provider: the tool's).
     col((r) => r.ticket.provider ?? providerOfTool(r.ticket.tool)),
+    ],
   );
 }
 
@@ -525,21 +576,6 @@ function nextId(id: string): [number, number] {
 
 function compareIds(a: [number, number], b: [number, number]): number {
   return a[0] - b[0] || a[1] - b[1];
-}
-
-async function loadPolicies(tx: Tx, workspaceIds: string[]): Promise<Map<string, ApprovalPolicy[]>> {
-  const byWorkspace = new Map<string, ApprovalPolicy[]>();
-  if (workspaceIds.length === 0) return byWorkspace;
-  const rows = await tx.approvalPolicy.findMany({
-    where: { workspaceId: { in: workspaceIds } },
-    select: { id: true, workspaceId: true, revision: true, enabled: true, rules: true },
-  });
-  for (const row of rows) {
-    const list = byWorkspace.get(row.workspaceId) ?? [];
-    list.push(toDomainPolicy(row));
-    byWorkspace.set(row.workspaceId, list);
-  }
-  return byWorkspace;
 }
 
 function missingStream(): never {

@@ -3,6 +3,7 @@ import { createIngestWorker } from "../../src/workers/ingest.js";
 import { policySetHash } from "../../src/domain/approvals/policy.js";
 import { encodeTicket, newApprovalTicket, ticketFingerprint, type ApprovalTicket } from "../../src/gateway/errors.js";
 import { toDomainPolicy } from "../../src/services/approvals/policies.js";
+import { enqueueApprovalRequestEvent } from "../../src/services/webhooks.js";
 import { createWorld, type World } from "./world.js";
 
 // Seed 003, "The inbox": the ingest worker on the real Redis stream and PostgreSQL.
@@ -168,6 +169,48 @@ describe("the ingest worker", () => {
     await pipeline.exec();
     expect(await w.ingest.tick()).toMatchObject({ read: 600, inserted: 600 });
     expect(await pending()).toBe(0);
+  });
+
+  it("a batch costs the same statements for 3 entries as for 30 with webhooks listening, and queues the events one request at a time would", async () => {
+    // Every statement on the database (Prisma's and raw) while the worker files.
+    const ingest = w.ingest;
+    const hook = await w.db.prisma.webhook.create({
+      data: { orgId: w.org.orgId, url: "https://hooks.countersign.test/x", events: ["approval_request.filed", "approval_request.decided"], format: "json", secretSealed: "sealed" },
+    });
+    try {
+      const file = async (count: number) => {
+        // One in each batch files closed (no rule covers a dev call): its event is approval_request.decided.
+        const tickets = Array.from({ length: count }, (_, i) => ticket(i === 0 ? { environment: "dev" } : {}));
+        const pipeline = w.redis.pipeline();
+        for (const t of tickets) pipeline.xadd(w.streamKey, "*", ...encodeTicket(t));
+        await pipeline.exec();
+        const before = w.db.statementCount();
+        expect(await ingest.tick()).toMatchObject({ inserted: count, defaultDenied: 1 });
+        return { tickets, statements: w.db.statementCount() - before };
+      };
+      const small = await file(3);
+      const large = await file(30);
+      expect(large.statements).toBe(small.statements);
+
+      // Each filed request got one delivery, with the payload the one-at-a-time enqueue builds.
+      for (const t of [...small.tickets, ...large.tickets]) {
+        const queued = await w.db.prisma.webhookDelivery.findMany({ where: { webhookId: hook.id, payload: { path: ["data", "request", "id"], equals: t.approval_id } } });
+        expect(queued).toHaveLength(1);
+      }
+      for (const t of [small.tickets[0]!, small.tickets[1]!]) {
+        await enqueueApprovalRequestEvent(w.db.sql, t.approval_id, "approval_request.filed");
+        const both = await w.db.prisma.webhookDelivery.findMany({ where: { webhookId: hook.id, payload: { path: ["data", "request", "id"], equals: t.approval_id } }, orderBy: { createdAt: "asc" } });
+        expect(both).toHaveLength(2);
+        const [batched, single] = both.map((d) => {
+          const { id: _id, occurredAt: _at, ...rest } = d.payload as Record<string, unknown>;
+          return { ...rest, eventType: d.eventType };
+        });
+        expect(batched).toEqual(single);
+      }
+    } finally {
+      await w.db.prisma.webhookDelivery.deleteMany({ where: { webhookId: hook.id } });
+      await w.db.prisma.webhook.delete({ where: { id: hook.id } });
+    }
   });
 
   it("trims the stream up to what every consumer group has acked, and no further", async () => {

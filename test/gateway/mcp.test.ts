@@ -9,7 +9,10 @@ import { sealConnectionCredential } from "../../src/gateway/connection-credentia
 import { APPROVAL_CLOSED_JSONRPC_CODE, APPROVAL_REQUIRED_JSONRPC_CODE } from "../../src/gateway/errors.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, createGateway, GATEWAY_JSONRPC } from "../../src/gateway/gateway.js";
+import { createGatewayHttpHandler } from "../../src/gateway/http.js";
+import { createMcpHandler } from "../../src/gateway/mcp.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
+import type { GatewayStore } from "../../src/gateway/store.js";
 import { listConnectionTools, UpstreamError } from "../../src/gateway/tools.js";
 import { createUpstreamPool } from "../../src/gateway/upstream.js";
 import { APPROVAL_SECRET, createWorld, vote, type World } from "../approvals/world.js";
@@ -429,5 +432,68 @@ describe("upstream failures", () => {
     });
     expect(res.status).toBe(423);
     expect(((await res.json()) as { error: { code: number } }).error.code).toBe(APPROVAL_REQUIRED_JSONRPC_CODE);
+  });
+});
+
+describe("how often a message reads the key", () => {
+  it("behind the route a known key is not read again for initialize, notifications or ping, once for tools/list and tools/call; the handler mounted alone reads it for every message", async () => {
+    const gh = await connection();
+    const base = createPostgresGatewayStore(w.db.prisma, { sql: w.db.sql });
+    let reads = 0;
+    const store: GatewayStore = {
+      ...base,
+      findKeyByHash: (hash) => (reads++, base.findKeyByHash(hash)),
+      resolveCall: (hash, tool) => (reads++, base.resolveCall!(hash, tool)),
+    };
+    const gateway = createGateway({
+      store,
+      stream: { xadd: () => Promise.reject(new Error("no stream here")) },
+      gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
+      approvalSecret: APPROVAL_SECRET,
+      upstreams: pool,
+    });
+    const routed = createGatewayHttpHandler(gateway);
+    const alone = createMcpHandler(gateway);
+    const server = createServer((req, res) => {
+      if (req.url?.startsWith("/alone")) {
+        const chunks: Buffer[] = [];
+        req.on("data", (c: Buffer) => chunks.push(c));
+        req.on("end", () => void alone(req, res, chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined));
+        return;
+      }
+      void routed(req, res).then((served) => served || res.writeHead(404).end());
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const base_ = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const connect = async (url: string) => {
+      const client = new Client({ name: "test-agent", version: "1.0.0" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${w.keyPlaintext}` } } }));
+      clients.push(client);
+      return client;
+    };
+    const counted = async (fn: () => Promise<unknown>) => {
+      const before = reads;
+      await fn();
+      return reads - before;
+    };
+    try {
+      let viaRoute!: Client;
+      // initialize (the route proves the key), notifications/initialized (the client sends it
+      // without waiting: counted with the ping after it) and ping: one read in all.
+      expect(await counted(async () => ((viaRoute = await connect(`${base_}/v1/mcp`)), await viaRoute.ping()))).toBe(1);
+      expect(await counted(() => viaRoute.ping())).toBe(0);
+      expect(await counted(() => viaRoute.listTools())).toBe(1);
+      expect(await counted(() => viaRoute.callTool({ name: `${gh.name}.read_file`, arguments: { path: "a" } }))).toBe(1);
+
+      let viaHandler!: Client;
+      // initialize, notifications/initialized and ping each read it (and the client's GET for a stream, refused 405).
+      expect(await counted(async () => ((viaHandler = await connect(`${base_}/alone`)), await viaHandler.ping()))).toBeGreaterThanOrEqual(3);
+      expect(await counted(() => viaHandler.ping())).toBe(1);
+      expect(await counted(() => viaHandler.listTools())).toBe(2);
+      expect(await counted(() => viaHandler.callTool({ name: `${gh.name}.read_file`, arguments: { path: "a" } }))).toBe(1);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
 import { ERROR_FIELDS, ops, seedStack, seedWorkspace, uniq } from "../gate/helpers.js";
-import { WEBHOOK_EVENTS, WEBHOOK_EVENT_READ_RULES, enqueueApprovalRequestEvent, type WebhookEventType } from "../../src/services/webhooks.js";
+import { WEBHOOK_EVENTS, WEBHOOK_EVENT_READ_RULES, enqueueApprovalRequestEvent, enqueueApprovalRequestsFiled, type WebhookEventType } from "../../src/services/webhooks.js";
 
 const ENV = {
   COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE: "1",
@@ -87,14 +87,17 @@ async function heldRequest(p: Place) {
   const id = randomUUID();
   const tool = `${uniq("conn")}.delete_${uniq("thing").replace(/-/g, "_")}`;
   p.marks.push(id, tool);
+  const expiresAt = new Date(Date.now() + 3_600_000);
   await t.db.prisma.approvalRequest.create({
     data: {
       id, orgId: org.orgId, workspaceId: p.workspace.id, virtualKeyId: randomUUID(), connectionId: randomUUID(), tool, environment: "prod",
       invocationId: randomUUID(), idempotencyKey: randomUUID(), argumentHash: "h", payloadHash: "h", requestSnapshot: {}, policyRevisions: {},
-      matchedRules: [], policySetHash: "h", expiresAt: new Date(Date.now() + 3_600_000),
+      matchedRules: [], policySetHash: "h", expiresAt,
     },
   });
-  await enqueueApprovalRequestEvent(t.db.sql, id, "approval_request.filed");
+  await enqueueApprovalRequestsFiled(t.db.sql, [
+    { id, orgId: org.orgId, workspaceId: p.workspace.id, workspaceName: p.workspace.name, tool, environment: "prod", status: "pending", closeReason: null, expiresAt },
+  ]);
   return id;
 }
 
