@@ -30,6 +30,8 @@ import {
 } from "../generated/graphql/graphql.js";
 import { explainGate } from "../clients/explain.js";
 import { coalesced } from "./coalesce.js";
+import { createPlanPage } from "./plan-page.js";
+import { createDecidedCalls } from "./decided-calls.js";
 
 const TOKEN_KEY = "countersign.token";
 
@@ -68,6 +70,18 @@ const state: State = {
 
 let ws: Client | null = null;
 const unsubscribers: Array<() => void> = [];
+
+// The plan page's actions, run link and diff (plan-page.ts), and the inbox's decided calls (decided-calls.ts).
+const planPage = createPlanPage({
+  request,
+  toast,
+  viewerId: () => state.viewer?.id ?? null,
+  changed: async (workspaceId) => {
+    await refetchWorkspace(workspaceId).catch(() => {});
+    if (state.detail) await refetchDetail(state.detail.planId).catch(() => {});
+  },
+});
+const decidedCalls = createDecidedCalls({ request, toast });
 
 // ---------------------------------------------------------------------------------------------
 // Transport
@@ -174,6 +188,7 @@ const refetchDetail = coalesced(async (planId: string) => {
   if (state.detail?.planId !== planId) return;
   state.detail = { planId, gate, loaded: true };
   renderDetail();
+  void planPage.refresh(planId);
 });
 
 const refetchHistory = coalesced(async (workspaceId: string) => {
@@ -275,6 +290,7 @@ function watchInbox(): void {
         }
         state.inbox = update.requests;
         renderInbox();
+        void decidedCalls.refresh();
       },
       error: (error) => toast(`Live updates for the inbox stopped: ${(error as Error).message ?? "connection error"}`),
       complete: () => {},
@@ -480,7 +496,6 @@ function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): H
   const lines = explainGate(gate);
   const mine = plan.approvals.find((a) => a.user.id === state.viewer?.id && !a.withdrawnAt);
   const planned = plan.status === "PLANNED";
-  const approving = state.busy.has(`approve:${planId}`);
   return h(
     "section",
     { id: "plan-detail", class: `detail ${gate.passed ? "passed" : "held"}`, "data-plan-id": planId, "data-version": String(gate.version) },
@@ -545,13 +560,7 @@ function detailView(planId: string, gate: PlanDetail | null, loaded: boolean): H
           ),
         )
       : h("p", { class: "none" }, "None yet"),
-    planned &&
-      !mine &&
-      h(
-        "div",
-        { class: "actions" },
-        h("button", { type: "button", "data-action": "approve", disabled: approving, onclick: () => void approve(plan.workspace.id, planId) }, approving ? "Approving…" : "Approve"),
-      ),
+    planPage.element(planId, gate.passed),
     h("h3", {}, "Gate"),
     explainList(lines),
   );
@@ -592,6 +601,7 @@ function renderInbox(): void {
       : requests.length
         ? h("ul", { class: "requests" }, ...requests.map(requestView))
         : h("p", { class: "none" }, "Nothing waits for your decision."),
+    decidedCalls.element(),
   );
 }
 

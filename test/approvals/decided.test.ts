@@ -60,7 +60,7 @@ describe("decided calls stay visible with their outcome", () => {
     for (const [i, [status, execution, expired]] of TABLE.entries()) {
       const id = `${source}-t${i}`;
       ids.push(id);
-      const { id: _id, ...rest } = base;
+      const { id: _id, ...rest } = base as Record<string, unknown>;
       await w.db.prisma.approvalRequest.create({
         data: {
           ...(rest as never),
