@@ -60,10 +60,13 @@ describe("decided calls stay visible with their outcome", () => {
     for (const [i, [status, execution, expired]] of TABLE.entries()) {
       const id = `${source}-t${i}`;
       ids.push(id);
-      const { id: _id, ...rest } = base as Record<string, unknown>;
+      const { id: _id, createdAt: _c, updatedAt: _u, decidedAt: _d, ...rest } = base;
       await w.db.prisma.approvalRequest.create({
         data: {
-          ...(rest as never),
+          ...rest,
+          requestSnapshot: rest.requestSnapshot as object,
+          policyRevisions: rest.policyRevisions as object,
+          matchedRules: rest.matchedRules as object,
           id,
           status: status as never,
           executionStatus: execution as never,
