@@ -29,7 +29,7 @@ function row(r: Decided): HTMLElement {
   const decidedBy = r.votes.map((v) => `${v.decision.toLowerCase()} by ${v.reviewer.name}${v.comment ? `: ${v.comment}` : ""}`).join(" · ");
   return h(
     "li",
-    { class: `request decided ${r.outcome.toLowerCase()}`, "data-request-id": r.id, "data-outcome": r.outcome },
+    { class: `decided-call ${r.outcome.toLowerCase()}`, "data-request-id": r.id, "data-outcome": r.outcome },
     h(
       "div",
       {},
@@ -60,7 +60,7 @@ export function createDecidedCalls(deps: DecidedCallsDeps) {
       rows === null
         ? h("p", { class: "none" }, "…")
         : rows.length
-          ? h("ul", { class: "requests decided" }, ...rows.map(row))
+          ? h("ul", { class: "decided-calls" }, ...rows.map(row))
           : h("p", { class: "none" }, "No decided calls yet."),
     );
   }

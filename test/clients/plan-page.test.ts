@@ -166,7 +166,7 @@ describe("the inbox's decided calls", { timeout: 60_000 }, () => {
     }
     const { page, problems } = await open(s.admin.token, "");
     const decided = page.locator("#decided-calls");
-    await poll(() => decided.locator("li.decided").count()).toBeGreaterThanOrEqual(3);
+    await poll(() => decided.locator("li.decided-call").count()).toBeGreaterThanOrEqual(3);
     const outcome = (id: string) => decided.locator(`li[data-request-id="${id}"] [data-testid=outcome]`).textContent();
     expect(await outcome(ids[0]!)).toBe("executed");
     expect(await outcome(ids[1]!)).toBe("denied");

@@ -124,7 +124,8 @@ interface Walk {
 function leaf(w: Walk, path: string, before: unknown, after: unknown, bs: boolean, as: boolean, unknown: boolean): void {
   const b = before ?? null;
   const a = after ?? null;
-  const changed = unknown || bs !== as || JSON.stringify(b) !== JSON.stringify(a);
+  const same = b === a || (typeof b === "object" && typeof a === "object" && JSON.stringify(b) === JSON.stringify(a));
+  const changed = unknown || bs !== as || !same;
   if (!changed) return;
   if (w.out.length >= MAX_ATTRIBUTES_PER_RESOURCE) {
     w.clipped++;
@@ -192,34 +193,28 @@ export function planDiffOf(document: unknown): { diff: StoredPlanDiff; bytes: nu
     }
   }
   if (!isObject(doc) || !Array.isArray(doc["resource_changes"])) return null;
-  const resources: StoredResourceDiff[] = [];
+  type Entry = { address: string; deposed: string | undefined; actions: string[]; action: ChangeAction; change: Record<string, unknown> };
+  const entries: Entry[] = [];
   for (const entry of doc["resource_changes"] as unknown[]) {
     if (!isObject(entry) || !isObject(entry["change"]) || typeof entry["address"] !== "string") continue;
     const change = entry["change"];
     const actions = Array.isArray(change["actions"]) ? change["actions"].filter((x): x is string => typeof x === "string") : [];
     const action = mapTerraformActions(actions);
     if (!action) continue;
-    const { attributes, clipped } = diffChange(change);
-    resources.push({
-      address: entry["address"],
-      actions,
-      action,
-      ...(typeof entry["deposed"] === "string" ? { deposed: entry["deposed"] } : {}),
-      attributes,
-      clipped,
-    });
+    entries.push({ address: entry["address"], deposed: typeof entry["deposed"] === "string" ? entry["deposed"] : undefined, actions, action, change });
   }
-  resources.sort((x, y) => (x.address < y.address ? -1 : x.address > y.address ? 1 : (x.deposed ?? "") < (y.deposed ?? "") ? -1 : 1));
-  // Keep whole resources while the JSON stays within the bound.
-  const envelope = 64;
-  let bytes = envelope;
-  let kept = 0;
-  for (const r of resources) {
+  entries.sort((x, y) => (x.address < y.address ? -1 : x.address > y.address ? 1 : (x.deposed ?? "") < (y.deposed ?? "") ? -1 : 1));
+  // Whole resources, in order, while the JSON stays within the bound; the rest are only counted.
+  const resources: StoredResourceDiff[] = [];
+  let bytes = 64; // the envelope
+  for (const e of entries) {
+    const { attributes, clipped } = diffChange(e.change);
+    const r: StoredResourceDiff = { address: e.address, actions: e.actions, action: e.action, ...(e.deposed !== undefined ? { deposed: e.deposed } : {}), attributes, clipped };
     const size = Buffer.byteLength(JSON.stringify(r)) + 1;
     if (bytes + size > MAX_PLAN_DIFF_BYTES) break;
     bytes += size;
-    kept++;
+    resources.push(r);
   }
-  const diff: StoredPlanDiff = { version: PLAN_DIFF_VERSION, resources: resources.slice(0, kept), truncated: resources.length - kept };
+  const diff: StoredPlanDiff = { version: PLAN_DIFF_VERSION, resources, truncated: entries.length - resources.length };
   return { diff, bytes: Buffer.byteLength(JSON.stringify(diff)) };
 }
