@@ -73,7 +73,7 @@ function createServices(deps: Infra): Services {
   }
   // The live gate dashboard at / and the explorer's assets (src/dashboard/).
   const dashboard = createDashboardHttp();
-  for (const path of ["/", "/index.html", "/dashboard/app.js", "/dashboard/style.css"]) {
+  for (const path of ["/", "/index.html", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/plan-page.css"]) {
     routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path, credential: "none", handle: dashboard });
   }
   routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path: `${EXPLORER_ASSETS}/`, prefix: true, credential: "none", handle: dashboard });

@@ -48,15 +48,16 @@ Usage: npm run cli -- <command> [options]      (or: npx countersign <command>)
   workspaces [--all]                       workspaces, who each is reserved for, open plans
   workspace <workspace>                    one workspace (name or id)
   gate <planId>                            the plan's gate: what is missing, from whom
-  approve <planId>                         approve the plan, then show its gate
+  approve <planId> [--comment <text>]      approve the plan, then show its gate
   withdraw <planId>                        withdraw your approval of the plan, then show its gate
   reserve <workspace> [--role <role>]      reserve for yourself, or for a role you belong to
   release <reservationId>                  release a reservation
   release <workspace> [--role <role>]      release your (or the role's) reservation there
   apply <planId>                           start the apply (refused unless the gate passes)
-  plan submit --workspace <workspace> [--target <address>]… <file|->
+  plan submit --workspace <workspace> [--target <address>]… [--run-url <url>] <file|->
                                            submit terraform show -json output (or a list of
-                                           { address, action }); prints the plan id
+                                           { address, action }); prints the plan id;
+                                           --run-url links the CI run on the plan page
   plan wait <planId> [--until passed|applying|applied|finished] [--timeout <duration>]
                                            wait live (default: until passed), printing what is
                                            still missing; exits 3 if the plan can no longer
@@ -101,11 +102,12 @@ const OPTIONS = {
   args: { type: "string" },
   file: { type: "string" },
   target: { type: "string", multiple: true },
+  "run-url": { type: "string" },
   timeout: { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const satisfies ParseArgsConfig["options"];
 
-type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; message?: string; note?: string; args?: string; file?: string; target?: string[]; timeout?: string; help: boolean };
+type Options = { json: boolean; url?: string; all: boolean; role?: string; workspace?: string; until?: string; comment?: string; message?: string; note?: string; args?: string; file?: string; target?: string[]; "run-url"?: string; timeout?: string; help: boolean };
 
 class UsageError extends Error {
   override readonly name = "UsageError";
@@ -307,7 +309,7 @@ const gate: Command = async ({ api, args, options, io }) => {
 const approve: Command = async ({ api, args, options, io }) => {
   const planId = arg(args, 0, "<planId>");
   noMoreArgs(args, 1);
-  const approval = unwrap((await api.request(ApprovePlanDocument, { planId })).approvePlan);
+  const approval = unwrap((await api.request(ApprovePlanDocument, { planId, comment: options.comment ?? null })).approvePlan);
   const status = await loadGate(api, planId);
   if (options.json) json(io, { approval, gate: status });
   else io.out(`Approved plan ${planId} as ${approval.user.name} (${when(approval.approvedAt)}).\n${gateText(status)}`);
@@ -608,7 +610,11 @@ const planSubmit: Command = async ({ api, args, options, io }) => {
   if (!text.trim()) throw new CliError("validation", `${file === "-" ? "Standard input" : file} is empty.`, { hint: "Write it with `terraform show -json tfplan > plan.json`." });
   const w = await findWorkspace(api, options.workspace);
   // The text as is: the server parses it and names the path of anything wrong in it.
-  const plan = unwrap((await api.request(SubmitPlanDocument, { input: { workspaceId: w.id, plan: text, ...(targets.length ? { targets } : {}) } })).submitPlan);
+  const runUrl = options["run-url"];
+  const plan = unwrap(
+    (await api.request(SubmitPlanDocument, { input: { workspaceId: w.id, plan: text, ...(targets.length ? { targets } : {}), ...(runUrl !== undefined ? { runUrl } : {}) } }))
+      .submitPlan,
+  );
   if (options.json) json(io, plan);
   else {
     io.out(plan.id);

@@ -35,6 +35,8 @@ import {
 import { explainGate } from "../clients/explain.js";
 import { coalesced } from "./coalesce.js";
 import { TOKEN_STORAGE_KEY as TOKEN_KEY } from "./session.js";
+import { createPlanPage } from "./plan-page.js";
+import { createDecidedCalls } from "./decided-calls.js";
 
 type Live = "connecting" | "live" | "reconnecting" | "resuming" | "offline";
 
@@ -80,6 +82,19 @@ const state: State = {
 
 let ws: Client | null = null;
 const unsubscribers: Array<() => void> = [];
+
+// The plan page's actions, run link and diff (plan-page.ts), and the inbox's decided calls (decided-calls.ts).
+const planPage = createPlanPage({
+  request,
+  mayApprove: (workspaceId) => mayApprove(workspaceId, state.detail?.gate),
+  toast,
+  viewerId: () => state.viewer?.id ?? null,
+  changed: async (workspaceId) => {
+    await refetchWorkspace(workspaceId).catch(() => {});
+    if (state.detail) await refetchDetail(state.detail.planId).catch(() => {});
+  },
+});
+const decidedCalls = createDecidedCalls({ request, toast });
 
 // ---------------------------------------------------------------------------------------------
 // Transport
@@ -329,6 +344,7 @@ const refetchDetail = coalesced(async (planId: string) => {
   if (state.detail?.planId !== planId) return;
   state.detail = { planId, gate, loaded: true };
   renderDetail();
+  void planPage.refresh(planId);
 });
 
 const refetchHistory = coalesced(async (workspaceId: string) => {
@@ -427,6 +443,7 @@ function watchInbox(): void {
       state.inbox = update.requests;
       if (before !== null && update.requests.length > before) announce(`${update.requests.length} held tool call${update.requests.length === 1 ? "" : "s"} wait for your decision.`);
       renderInbox();
+      void decidedCalls.refresh();
     },
   });
 }
@@ -780,6 +797,8 @@ function planActionArea(gate: PlanDetail): HTMLElement | null {
   const plan = gate.plan;
   if (plan.status !== "PLANNED") return null;
   const mine = plan.approvals.some((a) => a.user.id === viewerId() && !a.withdrawnAt);
+  // Approve itself, with its comment, is plan-page.ts's (with Apply and Discard, further down).
+  if (!mine && mayApprove(plan.workspace.id, gate)) return null;
   const area = approvalActions(plan.workspace.id, plan.id, mine, gate);
   area.classList.add("plan-actions");
   area.setAttribute("data-testid", "plan-actions");
@@ -837,6 +856,7 @@ function planBody(gate: PlanDetail): HTMLElement[] {
           ),
         )
       : h("p", { class: "none" }, "None yet"),
+    planPage.element(plan.id, gate.passed),
     h("h3", {}, "Gate"),
     explainList(explainGate(gate)),
   ];
@@ -878,6 +898,7 @@ function renderInbox(): void {
         : requests.length
           ? h("ul", { class: "requests" }, ...requests.map(requestView))
           : h("p", { class: "none" }, "Nothing waits for your decision. A tool call an agent makes that needs your vote appears here as it is held."),
+      decidedCalls.element(),
     ),
   );
   updateTitle();

@@ -4,6 +4,7 @@
 //                              first request, then kept in memory)
 //   GET /dashboard/style.css
 //   GET /explorer/<v>/start.js src/dashboard/explorer-start.ts bundled (the explorer's fetcher)
+//   GET /dashboard/plan-page.css  the plan page's and decided calls' styles (loaded by dom.ts)
 //   GET /explorer/<v>/…        GraphiQL's bundle, styles and editor workers (render-graphiql)
 // Everything else falls through to GraphQL.
 import { readFileSync } from "node:fs";
@@ -111,6 +112,7 @@ export function createDashboardHttp(): HttpHandler {
       return true;
     }
     if (path === "/dashboard/style.css") a = await cached(path, async () => asset("text/css; charset=utf-8", readFileSync(here("./style.css"))));
+    else if (path === "/dashboard/plan-page.css") a = await cached(path, async () => asset("text/css; charset=utf-8", readFileSync(here("./plan-page.css"))));
     else if (path === "/dashboard/app.js") a = await cached(path, async () => asset("text/javascript; charset=utf-8", await buildDashboardBundle()));
     else if (path.startsWith(`${EXPLORER_ASSETS}/`)) a = await cached(path, () => explorerAsset(path.slice(EXPLORER_ASSETS.length + 1)));
     else return false;

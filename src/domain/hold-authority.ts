@@ -1,5 +1,5 @@
-// What can let a held tool call through without approval, as data: the product's list of
-// hold-lifting changes. Each one needs (hold_authority, change) on its workspace, which is
+// What can let a held tool call (or a plan) through without approval, as data: the product's
+// list of hold-lifting changes. Each one needs (hold_authority, change) on its workspace, which is
 // owner-only (src/domain/catalog/matrix.ts): a hold is lifted only by the authority that places
 // holds. Each one made is recorded in hold_authority_changes and sent as the webhook event
 // hold_authority.changed (docs/held-tool-calls.md, "Hold authority").
@@ -26,6 +26,10 @@ export const HOLD_LIFTING_CHANGES = {
   "workspace.environment_unheld": {
     mutation: "updateWorkspace",
     description: "A workspace's environment changed to prod while it stays production: false.",
+  },
+  "workspace.self_approval_allowed": {
+    mutation: "updateWorkspace",
+    description: "Self-approval allowed again (preventSelfApproval true → false): a plan's submitter's approval counts, so plans apply with fewer approvals from others.",
   },
   "tool_override.not_destructive": {
     mutation: "setToolAnnotationOverride",

@@ -46,11 +46,14 @@ export interface PlanHead {
   requiredApprovals: number;
   archived: boolean;
   authzGroups: string[];
+  submittedById: string;
+  /** The workspace's separation-of-duties option, read with the head (at evaluation time). */
+  preventSelfApproval: boolean;
 }
 
 const HEAD_COLUMNS = `p.id, p."orgId", p."workspaceId", p.status::text AS status, p.targeted, p.targets,
        p."applyEvaluation", w.name AS "workspaceName", w."requiredApprovals",
-       (w."archivedAt" IS NOT NULL) AS archived, s."authzGroups"`;
+       (w."archivedAt" IS NOT NULL) AS archived, s."authzGroups", p."submittedById", w."preventSelfApproval"`;
 
 export async function loadPlanHead(sql: SqlRunner, orgId: string, planId: string): Promise<PlanHead | null> {
   const [row] = await sql.query<PlanHead>(
@@ -217,6 +220,7 @@ export async function loadGateInputs(sql: SqlRunner, head: PlanHead, read: GateI
       approvals,
       roleMembers: members,
       reservations,
+      excludedSubmitterId: head.preventSelfApproval ? head.submittedById : null,
     },
     approverIds: [...new Set(approvals.map((a) => a.userId))],
   };
@@ -342,6 +346,7 @@ export async function loadPeople(sql: SqlRunner, userIds: Iterable<string>, role
 /** Every user and role the input names: whoever an evaluation of it can mention. */
 export function idsInInput(input: Omit<GateInput, "approveHolders">): { userIds: Set<string>; roleIds: Set<string> } {
   const userIds = new Set<string>(input.approvals.map((a) => a.userId));
+  if (input.excludedSubmitterId) userIds.add(input.excludedSubmitterId);
   const roleIds = new Set<string>();
   for (const p of input.policies) {
     for (const a of CHANGE_ACTIONS) {
@@ -361,6 +366,7 @@ export function idsInInput(input: Omit<GateInput, "approveHolders">): { userIds:
 /** Every user and role an evaluation mentions. */
 export function idsInEvaluation(e: GateEvaluation): { userIds: Set<string>; roleIds: Set<string> } {
   const userIds = new Set<string>([...e.countedApproverIds, ...e.ignoredApproverIds, ...e.baseline.countedUserIds]);
+  if (e.selfApproval?.submitterId) userIds.add(e.selfApproval.submitterId);
   const roleIds = new Set<string>();
   for (const r of e.requirements) {
     for (const id of [...r.countedUserIds, ...r.namedApproverIds, ...r.missingApprovers.userIds, ...r.missingApprovers.eligibleUserIds]) userIds.add(id);

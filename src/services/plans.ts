@@ -12,6 +12,7 @@ import {
   MAX_PLAN_CHANGES,
   parsePlanChanges,
   pickTargets,
+  planDiffOf,
   resourceAddressProblem,
   type PlanIssue,
 } from "../domain/gate/index.js";
@@ -90,6 +91,29 @@ function planIssuesError(prefix: string, issues: readonly PlanIssue[]): Validati
   );
 }
 
+export const MAX_RUN_URL_LENGTH = 2048;
+
+/**
+ * The CI run that produced a plan (`plan submit --run-url`): an absolute http(s) URL with a host,
+ * no user name or password in it (a link is shown to every plan reader), at most 2,048 characters.
+ */
+export const RunUrl = z
+  .string()
+  .max(MAX_RUN_URL_LENGTH, `A run URL is at most ${MAX_RUN_URL_LENGTH} characters.`)
+  .superRefine((raw, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      ctx.addIssue({ code: "custom", message: "A run URL is an absolute http(s) URL, such as https://ci.example.com/runs/42." });
+      return;
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") ctx.addIssue({ code: "custom", message: `A run URL is http or https (got ${url.protocol.slice(0, 20)}).` });
+    else if (!/^https?:\/\//i.test(raw)) ctx.addIssue({ code: "custom", message: "A run URL starts with http:// or https://." });
+    else if (url.hostname === "") ctx.addIssue({ code: "custom", message: "A run URL names a host." });
+    if (url.username !== "" || url.password !== "") ctx.addIssue({ code: "custom", message: "A run URL must not carry a user name or password: every plan reader sees it." });
+  });
+
 export const SubmitPlanInput = z
   .object({
     workspaceId: z.string().min(1),
@@ -102,6 +126,7 @@ export const SubmitPlanInput = z
       .optional(),
     targeted: z.boolean().optional(),
     targets: z.array(z.string()).max(MAX_TARGETS, `At most ${MAX_TARGETS} targets.`).default([]),
+    runUrl: RunUrl.nullish(),
   })
   .superRefine((input, ctx) => {
     const given = Number(input.plan !== undefined && input.plan !== null) + Number(input.changes !== undefined);
@@ -132,6 +157,8 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
   assertNotArchived(workspace);
   const viewer = authz.viewer;
   const planId = randomUUID();
+  // The attribute diff of a `terraform show -json` document, sensitive values masked (none for a list).
+  const diff = input.changes ? null : planDiffOf(input.plan);
   const plan = await db.prisma.$transaction(async (tx) => {
     await lockLiveWorkspace(tx, workspace.id);
     const created = await tx.plan.create({
@@ -142,8 +169,10 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
         targeted: input.targeted ?? input.targets.length > 0,
         targets: [...new Set(input.targets)].sort(),
         submittedById: viewer.userId,
+        runUrl: input.runUrl ?? null,
       },
     });
+    if (diff) await tx.planDiff.create({ data: { planId, diff: diff.diff as object, bytes: diff.bytes } });
     if (parsed.changes.length > 0) {
       await tx.resourceChange.createMany({ data: parsed.changes.map((c) => ({ planId, address: c.address, action: c.action })) });
     }
@@ -165,10 +194,19 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
  * Seed 000: approving requires (workspace, approve), or being a named approver on a requirement
  * that governs one of this plan's changes ("Being named on a requirement is itself the grant to
  * approve for that policy"). Only planned plans take approvals. Approving twice returns the same
- * approval; approving after withdrawing adds a new one (the withdrawn row stays). The plan row is held FOR SHARE while the approval is written, so an approval never
+ * approval; approving after withdrawing adds a new one (the withdrawn row stays). An optional comment (at most
+ * 2,000 characters) is kept with the approval; approving again keeps the first one's. The plan row is held FOR SHARE while the approval is written, so an approval never
  * lands on a plan that an apply has just moved on.
  */
-export async function approvePlan({ db, authz, events }: GateDeps, planId: string) {
+export const MAX_APPROVAL_COMMENT = 2000;
+const ApprovalComment = z
+  .string()
+  .max(MAX_APPROVAL_COMMENT, `A comment is at most ${MAX_APPROVAL_COMMENT} characters.`)
+  .transform((s) => (s.trim() === "" ? null : s))
+  .nullish();
+
+export async function approvePlan({ db, authz, events }: GateDeps, planId: string, rawComment?: unknown) {
+  const comment = parseInput(z.object({ comment: ApprovalComment }), { comment: rawComment }, "").comment ?? null;
   const principal = await authz.requireMember();
   const viewer = authz.viewer;
   const head = await loadPlanHead(db.sql, viewer.orgId, planId);
@@ -189,9 +227,9 @@ export async function approvePlan({ db, authz, events }: GateDeps, planId: strin
     const [locked] = await sql.query<{ status: string }>(`SELECT status::text AS status FROM plans WHERE id = $1 FOR SHARE`, [planId]);
     if (!locked || locked.status !== "planned") throw notPlanned({ id: planId, status: locked?.status ?? "unknown" }, "approved");
     const inserted = await sql.query<{ id: string }>(
-      `INSERT INTO approvals (id, "planId", "userId", "createdAt") VALUES ($1, $2, $3, now())
+      `INSERT INTO approvals (id, "planId", "userId", "createdAt", comment) VALUES ($1, $2, $3, now(), $4)
        ON CONFLICT ("planId", "userId") WHERE "withdrawnAt" IS NULL DO NOTHING RETURNING id`,
-      [randomUUID(), planId, viewer.userId],
+      [randomUUID(), planId, viewer.userId, comment],
     );
     // The one active approval (a partial unique index); withdrawn ones stay beside it.
     const approval = await tx.approval.findFirstOrThrow({ where: { planId, userId: viewer.userId, withdrawnAt: null } });

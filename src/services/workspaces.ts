@@ -116,6 +116,7 @@ export const CreateWorkspaceInput = z.object({
    */
   production: z.boolean().optional(),
   requiredApprovals: RequiredApprovals.default(0),
+  preventSelfApproval: z.boolean().default(false),
 });
 
 /**
@@ -141,6 +142,7 @@ export async function createWorkspace({ db, authz, events }: GateDeps, raw: unkn
           environment: input.environment,
           production,
           requiredApprovals: input.requiredApprovals,
+          preventSelfApproval: input.preventSelfApproval,
         },
       });
       if (unheld) {
@@ -171,6 +173,7 @@ export const UpdateWorkspaceInput = z.object({
   environment: Environment.optional(),
   production: z.boolean().optional(),
   requiredApprovals: RequiredApprovals.optional(),
+  preventSelfApproval: z.boolean().optional(),
 });
 
 /**
@@ -203,11 +206,30 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
       const before = await tx.workspace.findUniqueOrThrow({ where: { id: workspace.id } });
       const next = nextTier(before, input);
       const kind = tierChangeKind(before, next);
-      if (kind) await requireHoldAuthority(authz, workspace);
+      // Separation of duties turned off: plans get through with fewer approvals.
+      const selfApprovalAllowed = before.preventSelfApproval && input.preventSelfApproval === false;
+      if (kind || selfApprovalAllowed) await requireHoldAuthority(authz, workspace);
       const row = await tx.workspace.update({
         where: { id: workspace.id },
-        data: { name, environment: next.environment, production: next.production, requiredApprovals: input.requiredApprovals },
+        data: {
+          name,
+          environment: next.environment,
+          production: next.production,
+          requiredApprovals: input.requiredApprovals,
+          preventSelfApproval: input.preventSelfApproval,
+        },
       });
+      if (selfApprovalAllowed) {
+        await recordHoldAuthorityChange(tx, {
+          orgId: row.orgId,
+          workspace: row,
+          kind: "workspace.self_approval_allowed",
+          subject: row.name,
+          before: { preventSelfApproval: true },
+          after: { preventSelfApproval: false },
+          actorUserId: authz.viewer.userId,
+        });
+      }
       if (row.production !== before.production) await enqueueWorkspaceTierEvent(tx, row, before.production, authz.viewer.userId);
       if (kind) {
         await recordHoldAuthorityChange(tx, {
@@ -226,7 +248,10 @@ export async function updateWorkspace({ db, authz, events }: GateDeps, raw: unkn
     if (uniqueViolation(error)) throw new ConflictError(`A workspace named ${name} already exists in this organization.`);
     throw error;
   }
-  const gateMoved = updated.requiredApprovals !== before.requiredApprovals || updated.name !== before.name;
+  const gateMoved =
+    updated.requiredApprovals !== before.requiredApprovals ||
+    updated.name !== before.name ||
+    updated.preventSelfApproval !== before.preventSelfApproval;
   if (gateMoved) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_updated");
   if (updated.production !== before.production) publishGateChange(events, workspace.orgId, [workspace.id], "workspace_tier_changed");
   return updated;

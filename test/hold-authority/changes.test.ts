@@ -116,6 +116,12 @@ const SCENARIOS: Record<HoldLiftingKind, Scenario> = {
       return gql(m("updateWorkspace", "UpdateWorkspaceInput"), { id: dev.id, environment: "production", production: false }, as(role));
     },
   },
+  "workspace.self_approval_allowed": {
+    attempt: async (f, role) => {
+      await w.db.prisma.workspace.update({ where: { id: f.workspace.id }, data: { preventSelfApproval: true } });
+      return gql(m("updateWorkspace", "UpdateWorkspaceInput"), { id: f.workspace.id, preventSelfApproval: false }, as(role));
+    },
+  },
   "tool_override.not_destructive": {
     attempt: (f, role) => gql(m("setToolAnnotationOverride", "SetToolAnnotationOverrideInput"), { connectionId: f.connection.id, tool: "delete_repo", destructive: false }, as(role)),
     liftsTheHold: true,

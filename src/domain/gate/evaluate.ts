@@ -38,6 +38,12 @@
 //   nothing replaced the baseline.
 // - Several approvals by one user count once; the earliest is the one reported as answering a
 //   reservation (ties broken by user id).
+// - Separation of duties (a workspace's preventSelfApproval, GitHub's "prevent self-review"):
+//   the submitter's approval counts toward no count (baseline or policy) and satisfies no
+//   approver list, and does not answer a role's reservation. It does answer a reservation held
+//   by the submitter personally — seed 000: "a reservation held by a person needs that person's
+//   own approval" — so the rule never leaves a workspace its own holder cannot apply in. While
+//   the gate has not passed, the reason submitter_approval_not_counted says so.
 // - Malformed input (a count outside 1, 2, 3, "auto"; a negative or fractional baseline; a
 //   duplicate policy id; an unknown action; an unparseable approval time) throws GateInputError
 //   rather than producing a verdict: the gate fails closed and loudly.
@@ -171,8 +177,15 @@ export function evaluateGate(input: GateInput): GateEvaluation {
   }
 
   // --- approvers -----------------------------------------------------------------------------
-  const approvers = [...approvedAt.keys()].sort(compareStrings);
+  // Separation of duties: with self-approval prevented, the submitter's approval is left out of
+  // every count and approver list; it can only answer the submitter's own reservation (below).
+  const excluded = input.excludedSubmitterId ?? null;
+  const allApprovers = [...approvedAt.keys()].sort(compareStrings);
+  const approvers = excluded === null ? allApprovers : allApprovers.filter((id) => id !== excluded);
   const holders = approvers.filter((id) => approveHolders.has(id));
+  // Whether the submitter would count, were they not excluded: holding approve, or named on a
+  // requirement of this plan (filled in while the requirements are evaluated).
+  let submitterWouldCount = excluded !== null && approvedAt.has(excluded) && approveHolders.has(excluded);
 
   // Current members, read now: "Membership is read when the apply is checked".
   const memberCache = new Map<string, readonly string[]>();
@@ -198,6 +211,7 @@ export function evaluateGate(input: GateInput): GateEvaluation {
       const named = new Set(userIds);
       for (const roleId of roleIds) for (const member of membersOf(roleId)) named.add(member);
 
+      if (excluded !== null && approvedAt.has(excluded) && named.has(excluded)) submitterWouldCount = true;
       const namedApproverIds = approvers.filter((id) => named.has(id));
       for (const id of namedApproverIds) namedOnThisPlan.add(id);
       const countedUserIds = approvers.filter((id) => approveHolders.has(id) || named.has(id));
@@ -227,18 +241,25 @@ export function evaluateGate(input: GateInput): GateEvaluation {
 
   // An approval counts for something only from a holder of approve or a named approver here.
   const countingApprovers = new Set([...holders, ...namedOnThisPlan]);
-  const countedApproverIds = approvers.filter((id) => countingApprovers.has(id));
-  const ignoredApproverIds = approvers.filter((id) => !countingApprovers.has(id));
+  // Seed 000, "The apply gate": "a reservation held by a person needs that person's own
+  // approval". Preventing self-approval never makes the submitter's own reservation
+  // unanswerable: their (counting) approval answers it, and nothing else.
+  const ownReservation = excluded !== null && input.reservations.some((r) => r.holder.kind === "user" && r.holder.userId === excluded);
+  const answersOwnReservation = ownReservation && submitterWouldCount;
+  const answersReservationsOf = (holderUserId: string | null) => (id: string) =>
+    countingApprovers.has(id) || (answersOwnReservation && id === excluded && holderUserId === excluded);
+  const countedApproverIds = allApprovers.filter((id) => countingApprovers.has(id) || (answersOwnReservation && id === excluded));
+  const ignoredApproverIds = allApprovers.filter((id) => !countedApproverIds.includes(id));
 
   // --- baseline ------------------------------------------------------------------------------
   const baselineApplies = changes.length === 0 || holdingChanges.length > 0;
   const baselineMet = !baselineApplies || holders.length >= baseline;
 
   // --- reservations --------------------------------------------------------------------------
-  const earliest = (candidates: readonly string[]): string | null => {
+  const earliest = (candidates: readonly string[], counts: (id: string) => boolean): string | null => {
     let best: string | null = null;
     for (const id of candidates) {
-      if (!countingApprovers.has(id)) continue;
+      if (!counts(id)) continue;
       if (best === null || (approvedAt.get(id) as number) < (approvedAt.get(best) as number)) best = id;
     }
     return best; // candidates are sorted, so ties go to the smaller id
@@ -248,7 +269,10 @@ export function evaluateGate(input: GateInput): GateEvaluation {
     .map((reservation): ReservationEvaluation => {
       const { holder } = reservation;
       const currentMembers = holder.kind === "role" ? membersOf(holder.roleId) : null;
-      const answeredByUserId = earliest(holder.kind === "user" ? [holder.userId] : (currentMembers ?? []));
+      const answeredByUserId =
+        holder.kind === "user"
+          ? earliest([holder.userId], answersReservationsOf(holder.userId))
+          : earliest(currentMembers ?? [], answersReservationsOf(null));
       return {
         id: reservation.id,
         holder: holder.kind === "user" ? { kind: "user", userId: holder.userId } : { kind: "role", roleId: holder.roleId },
@@ -311,7 +335,7 @@ export function evaluateGate(input: GateInput): GateEvaluation {
     if (r.answered) continue;
     const placedBy = userName(r.placedByUserId);
     const uncounted = (ids: readonly string[]): string => {
-      const approvedButIgnored = ids.filter((id) => approvedAt.has(id) && !countingApprovers.has(id));
+      const approvedButIgnored = ids.filter((id) => approvedAt.has(id) && !countingApprovers.has(id) && id !== excluded);
       if (approvedButIgnored.length === 0) return "";
       return (
         ` ${approvedButIgnored.map(userName).join(", ")} approved, but neither holds approve on the ` +
@@ -333,8 +357,21 @@ export function evaluateGate(input: GateInput): GateEvaluation {
     reasons.push({ code: "reservation_unanswered", message, reservationId: r.id });
   }
 
+  const passed = countMet && reservationsAnswered;
+  const submitterApproved = excluded !== null && approvedAt.has(excluded);
+  if (!passed && excluded !== null) {
+    const who = userName(excluded);
+    const own = answersOwnReservation ? ` It still answers ${who}'s own reservation.` : "";
+    reasons.push({
+      code: "submitter_approval_not_counted",
+      message: submitterApproved
+        ? `${who} submitted this plan, and this workspace prevents self-approval: ${who}'s approval counts toward no count or approver list.${own}`
+        : `${who} submitted this plan, and this workspace prevents self-approval: the approvals must come from others.`,
+    });
+  }
+
   return {
-    passed: countMet && reservationsAnswered,
+    passed,
     countMet,
     reservationsAnswered,
     baseline: {
@@ -352,6 +389,7 @@ export function evaluateGate(input: GateInput): GateEvaluation {
     countedApproverIds,
     ignoredApproverIds,
     reasons,
+    selfApproval: { prevented: excluded !== null, submitterId: excluded, submitterApproved, answersOwnReservation },
   };
 }
 

@@ -35,3 +35,17 @@ export {
   type PlanIssue,
   type PlanSource,
 } from "./terraform-plan.js";
+export {
+  MAX_ATTRIBUTES_PER_RESOURCE,
+  MAX_PLAN_DIFF_BYTES,
+  MAX_VALUE_CHARS,
+  PLAN_DIFF_VERSION,
+  diffChange,
+  planDiffOf,
+  readAttribute,
+  storedPlanDiffOf,
+  type AttributeDiff,
+  type StoredAttribute,
+  type StoredPlanDiff,
+  type StoredResourceDiff,
+} from "./plan-diff.js";

@@ -91,6 +91,12 @@ export interface GateInput {
   readonly roleMembers: ReadonlyMap<string, readonly string[]>;
   /** Active (unreleased) reservations on the workspace. */
   readonly reservations: readonly GateReservation[];
+  /**
+   * Separation of duties ("prevent self-review", the workspace's preventSelfApproval): the
+   * plan's submitter, whose approval then counts toward no count and no approver list. Null or
+   * absent when the workspace allows self-approval.
+   */
+  readonly excludedSubmitterId?: string | null;
   /** Display names for messages only; ids are used when absent. Never affects the decision. */
   readonly userNames?: ReadonlyMap<string, string>;
   readonly roleNames?: ReadonlyMap<string, string>;
@@ -177,8 +183,23 @@ export const GATE_REASON_CODES = [
   "policy_count_not_met",
   "approver_list_missing",
   "reservation_unanswered",
+  "submitter_approval_not_counted",
 ] as const;
 export type GateReasonCode = (typeof GATE_REASON_CODES)[number];
+
+/** What the self-approval rule did to this evaluation. */
+export interface SelfApprovalEvaluation {
+  /** The workspace prevents self-approval: the submitter's approval counts toward no count or list. */
+  readonly prevented: boolean;
+  /** The plan's submitter, when prevented; null otherwise. */
+  readonly submitterId: string | null;
+  readonly submitterApproved: boolean;
+  /**
+   * Seed 000: "a reservation held by a person needs that person's own approval". The submitter's
+   * approval still answers a reservation held by the submitter (and nothing else).
+   */
+  readonly answersOwnReservation: boolean;
+}
 
 export interface GateReason {
   readonly code: GateReasonCode;
@@ -204,8 +225,14 @@ export interface GateEvaluation {
   /** Distinct users whose approval counts for anything ("the count so far"). */
   readonly approvalsCounted: number;
   readonly countedApproverIds: readonly string[];
-  /** Users who approved but now neither hold approve nor are named on a requirement of this plan. */
+  /**
+   * Users who approved but now neither hold approve nor are named on a requirement of this plan,
+   * and the submitter whose approval the self-approval rule excludes (unless it answered their
+   * own reservation).
+   */
   readonly ignoredApproverIds: readonly string[];
+  /** Absent on evaluations stored before the rule existed (read them as not prevented). */
+  readonly selfApproval?: SelfApprovalEvaluation;
   /** Why the gate has not passed; empty when it passed. Stable codes, sorted as documented. */
   readonly reasons: readonly GateReason[];
 }

@@ -9,7 +9,7 @@ import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client
 import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { currentQuorums, resolvedSnapshots } from "../../services/approvals/quorum.js";
-import { findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
+import { approvalOutcome, decidedRequests, findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
 import { workspaceInViewerOrg } from "../../services/approvals/workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { mergeEvents } from "./approvals-events.js";
@@ -133,6 +133,19 @@ const ExecutionStatusEnum = builder.enumType("ApprovalExecutionStatus", {
   } as const,
 });
 
+const ApprovalOutcomeEnum = builder.enumType("ApprovalOutcome", {
+  description: "What became of a held call, in one word.",
+  values: {
+    PENDING: { value: "pending", description: "Waiting for votes." },
+    APPROVED: { value: "approved", description: "Approved; the delivery is under way." },
+    EXECUTED: { value: "executed", description: "Approved and run: the gateway's receipt says it executed." },
+    FAILED: { value: "failed", description: "Approved, but the delivery or the run failed (delivery.errorCode)." },
+    DENIED: { value: "denied", description: "A reviewer denied it, or no allow rule matched at ingest." },
+    EXPIRED: { value: "expired", description: "Nobody decided before it expired." },
+    INVALIDATED: { value: "invalidated", description: "A policy change closed it." },
+  } as const,
+});
+
 const VoteDecisionEnum = builder.enumType("ApprovalVoteDecision", {
   values: { APPROVE: { value: "approve" }, DENY: { value: "deny", description: "A permitted reviewer's deny closes the request." } } as const,
 });
@@ -244,6 +257,11 @@ export const ApprovalRequestRef = builder.objectRef<ApprovalRequest>("ApprovalRe
     amountUsd: t.exposeFloat("amountUsd", { nullable: true, description: "The ticket's numeric amount_usd summary, when it carried one." }),
     status: t.field({ type: ApprovalRequestStatusEnum, resolve: (r) => r.status }),
     closeReason: t.exposeString("closeReason", { nullable: true }),
+    outcome: t.field({
+      type: ApprovalOutcomeEnum,
+      description: "What became of it: pending, approved (delivery under way), executed, failed, denied, expired or invalidated.",
+      resolve: (r) => approvalOutcome(r),
+    }),
     executionStatus: t.field({ type: ExecutionStatusEnum, resolve: (r) => r.executionStatus }),
     revision: t.exposeInt("revision", { description: "Pass it as expectedRevision when voting." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
@@ -333,6 +351,16 @@ builder.queryFields((t) => ({
       const first = Math.min(Math.max(args.first ?? 50, 1), 100);
       return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows);
     },
+  }),
+  decidedApprovalRequests: t.withAuth(SIGNED_IN).field({
+    type: [ApprovalRequestRef],
+    description:
+      "Held calls no longer waiting for a vote (executed, failed, denied, expired, invalidated, or approved and under way) in " +
+      "workspaces where the caller holds (approval_request, read), most recently changed first: a call stays visible after the " +
+      "vote with its outcome. `first` at most 100 (default 20).",
+    args: { workspaceId: t.arg.id(), first: t.arg.int() },
+    resolve: (_root, args, ctx) =>
+      decidedRequests(ctx, { workspaceId: args.workspaceId ? String(args.workspaceId) : null, first: args.first ?? 20 }),
   }),
   approvalRequests: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestConnection,

@@ -217,6 +217,18 @@ const GateReasonRef = builder.objectRef<GateReason>("GateReason").implement({
   }),
 });
 
+const GateSelfApprovalRef = builder.objectRef<In<NonNullable<GateEvaluation["selfApproval"]>>>("GateSelfApproval").implement({
+  description:
+    "Separation of duties: whether the workspace prevents self-approval, and what that did to this plan. The submitter's " +
+    "approval then counts toward no count or approver list; it still answers a reservation held by the submitter.",
+  fields: (t) => ({
+    prevented: t.boolean({ resolve: (s) => s.v.prevented }),
+    submitter: t.field({ type: GatePersonRef, nullable: true, resolve: (s) => (s.v.submitterId ? userOf(s.p, s.v.submitterId) : null) }),
+    submitterApproved: t.boolean({ resolve: (s) => s.v.submitterApproved }),
+    answersOwnReservation: t.boolean({ resolve: (s) => s.v.answersOwnReservation }),
+  }),
+});
+
 export const GateEvaluationRef = builder.objectRef<In<GateEvaluation>>("GateEvaluation").implement({
   description: "The whole explanation: per change, per requirement, the baseline, the reservations, the reasons.",
   fields: (t) => ({
@@ -240,10 +252,16 @@ export const GateEvaluationRef = builder.objectRef<In<GateEvaluation>>("GateEval
     countedApprovers: t.field({ type: [GatePersonRef], resolve: (e) => usersOf(e.p, e.v.countedApproverIds) }),
     ignoredApprovers: t.field({
       type: [GatePersonRef],
-      description: "Approved, but now neither hold approve nor are named on a requirement of this plan.",
+      description:
+        "Approved, but now neither hold approve nor are named on a requirement of this plan, or submitted it on a workspace that prevents self-approval.",
       resolve: (e) => usersOf(e.p, e.v.ignoredApproverIds),
     }),
     reasons: t.field({ type: [GateReasonRef], resolve: (e) => [...e.v.reasons] }),
+    selfApproval: t.field({
+      type: GateSelfApprovalRef,
+      description: "The self-approval rule as it applied (not prevented on evaluations stored before the rule existed).",
+      resolve: (e) => ({ v: e.v.selfApproval ?? { prevented: false, submitterId: null, submitterApproved: false, answersOwnReservation: false }, p: e.p }),
+    }),
     summary: t.string({
       description: "One line for a chatops bot.",
       resolve: (e) => (e.v.passed ? `Gate passed with ${e.v.approvalsCounted} counted approval(s).` : e.v.reasons.map((r) => r.message).join(" ")),

@@ -5,7 +5,18 @@
 import { builder } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { GateNotPassedError } from "../../errors.js";
-import type { PickedPolicy, PickedResource, PickTargetsResult } from "../../domain/gate/index.js";
+import {
+  MAX_ATTRIBUTES_PER_RESOURCE,
+  MAX_PLAN_DIFF_BYTES,
+  readAttribute,
+  storedPlanDiffOf,
+  type AttributeDiff,
+  type PickedPolicy,
+  type PickedResource,
+  type PickTargetsResult,
+  type StoredPlanDiff,
+  type StoredResourceDiff,
+} from "../../domain/gate/index.js";
 import { snapshotOf, storedEvaluationOf, type GateSnapshot, type PlanHead } from "../../services/gate.js";
 import {
   applyPlan,
@@ -40,12 +51,92 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
     id: t.exposeID("id"),
     user: t.relation("user"),
     approvedAt: t.expose("createdAt", { type: "DateTime" }),
+    comment: t.exposeString("comment", { nullable: true, description: "What the approver said with it (at most 2,000 characters)." }),
     withdrawnAt: t.expose("withdrawnAt", {
       type: "DateTime",
       nullable: true,
       description: "When the approver withdrew it; a withdrawn approval is kept and counts for nothing.",
     }),
     withdrawnBy: t.relation("withdrawnBy", { nullable: true, description: "Who withdrew it (the approver themselves)." }),
+  }),
+});
+
+// ── What changes ──────────────────────────────────────────────────────────────────────
+
+interface ChangeSummary {
+  add: number;
+  change: number;
+  destroy: number;
+  replace: number;
+}
+
+function summarize(actions: readonly string[]): ChangeSummary {
+  const s: ChangeSummary = { add: 0, change: 0, destroy: 0, replace: 0 };
+  for (const a of actions) {
+    if (a === "create") s.add++;
+    else if (a === "update") s.change++;
+    else if (a === "delete") s.destroy++;
+    else if (a === "replace") {
+      s.replace++;
+      s.add++;
+      s.destroy++;
+    }
+  }
+  return s;
+}
+
+const PlanChangeSummaryRef = builder.objectRef<ChangeSummary>("PlanChangeSummary").implement({
+  description: "Plan: <add> to add, <change> to change, <destroy> to destroy, as Terraform counts them.",
+  fields: (t) => ({
+    add: t.exposeInt("add", { description: "Creates, and the create half of each replace." }),
+    change: t.exposeInt("change", { description: "In-place updates." }),
+    destroy: t.exposeInt("destroy", { description: "Deletes, and the delete half of each replace." }),
+    replace: t.exposeInt("replace", { description: "Replacements (each also counted in add and destroy)." }),
+  }),
+});
+
+const PlanAttributeDiffRef = builder.objectRef<AttributeDiff>("PlanAttributeDiff").implement({
+  description:
+    "One changed attribute: before → after as JSON text. A sensitive value is never shown (null, with the flag set, as Terraform " +
+    "prints \"(sensitive value)\"); a value known only after apply has no after (afterUnknown).",
+  fields: (t) => ({
+    path: t.exposeString("path", { description: "tags.Name, ingress[0].from_port, tags[\"kubernetes.io/role\"]." }),
+    before: t.exposeString("before", { nullable: true, description: "JSON text; null when absent, null or sensitive." }),
+    after: t.exposeString("after", { nullable: true, description: "JSON text; null when absent, null, sensitive or unknown." }),
+    beforeSensitive: t.exposeBoolean("beforeSensitive"),
+    afterSensitive: t.exposeBoolean("afterSensitive"),
+    afterUnknown: t.exposeBoolean("afterUnknown", { description: "Known only after apply." }),
+  }),
+});
+
+const PlanResourceDiffRef = builder.objectRef<StoredResourceDiff>("PlanResourceDiff").implement({
+  fields: (t) => ({
+    address: t.exposeString("address"),
+    action: t.field({ type: ChangeActionEnum, resolve: (r) => r.action }),
+    actions: t.exposeStringList("actions", { description: "Terraform's change.actions, as submitted." }),
+    deposed: t.string({ nullable: true, description: "The deposed object's key, for a change to a deposed object.", resolve: (r) => r.deposed ?? null }),
+    attributes: t.field({ type: [PlanAttributeDiffRef], description: "Changed attributes only, by path.", resolve: (r) => r.attributes.map(readAttribute) }),
+    attributesClipped: t.int({ description: `Changed attributes left out past ${MAX_ATTRIBUTES_PER_RESOURCE} per resource.`, resolve: (r) => r.clipped }),
+  }),
+});
+
+const PlanDiffRef = builder.objectRef<{ stored: StoredPlanDiff; bytes: number }>("PlanDiff").implement({
+  description: `The stored attribute diff (at most ${MAX_PLAN_DIFF_BYTES} bytes of JSON; sensitive values masked before it was stored).`,
+  fields: (t) => ({
+    resourceCount: t.int({ description: "Resource changes kept in the diff.", resolve: (d) => d.stored.resources.length }),
+    truncated: t.int({ description: "Resource changes left out to keep the diff within its bound.", resolve: (d) => d.stored.truncated }),
+    bytes: t.exposeInt("bytes"),
+    resources: t.field({
+      type: [PlanResourceDiffRef],
+      description: "By address. `address` picks one; `first` (at most 500, default 100) and `offset` page.",
+      args: { address: t.arg.string(), first: t.arg.int(), offset: t.arg.int() },
+      resolve: (d, args) => {
+        const list = args.address != null ? d.stored.resources.filter((r) => r.address === args.address) : d.stored.resources;
+        const offset = Math.max(args.offset ?? 0, 0);
+        const first = Math.min(Math.max(args.first ?? 100, 0), 500);
+        return list.slice(offset, offset + first);
+      },
+    }),
   }),
 });
 
@@ -88,6 +179,28 @@ export const PlanRef = builder.prismaObject("Plan", {
     applyStartedAt: t.expose("applyStartedAt", { type: "DateTime", nullable: true }),
     finishedAt: t.expose("finishedAt", { type: "DateTime", nullable: true }),
     resultMessage: t.exposeString("resultMessage", { nullable: true, description: "What the runner reported with an applied or failed result, if anything." }),
+    runUrl: t.exposeString("runUrl", {
+      nullable: true,
+      description: "The CI run that produced the plan (plan submit --run-url): an http(s) URL, at most 2,048 characters.",
+    }),
+    changeSummary: t.field({
+      type: PlanChangeSummaryRef,
+      description: "Terraform's line: to add, to change, to destroy (a replace counts as one add and one destroy).",
+      select: { changes: { select: { action: true } } },
+      resolve: (p) => summarize(p.changes.map((c) => c.action)),
+    }),
+    diff: t.field({
+      type: PlanDiffRef,
+      nullable: true,
+      description:
+        "Per resource, the attribute diff of the `terraform show -json` the plan was submitted as, sensitive values masked as " +
+        "Terraform masks them. Null for a plan submitted as a list of changes.",
+      select: { diff: { select: { diff: true, bytes: true } } },
+      resolve: (p) => {
+        const stored = p.diff ? storedPlanDiffOf(p.diff.diff) : null;
+        return stored && p.diff ? { stored, bytes: p.diff.bytes } : null;
+      },
+    }),
     storedGate: t.field({
       type: GateStatusRef,
       nullable: true,
@@ -95,7 +208,7 @@ export const PlanRef = builder.prismaObject("Plan", {
         "The evaluation that allowed the apply, stored with the plan: what was required, policies edited later notwithstanding.",
       // The head comes from the plan row and its workspace, selected with the list's own query
       // (no per-plan head read under Workspace.plans / openPlans).
-      select: { workspace: { select: { name: true, requiredApprovals: true, archivedAt: true, stack: { select: { authzGroups: true } } } } },
+      select: { workspace: { select: { name: true, requiredApprovals: true, archivedAt: true, preventSelfApproval: true, stack: { select: { authzGroups: true } } } } },
       resolve: async (p, _a, ctx): Promise<GateSnapshot | null> => {
         const stored = storedEvaluationOf(p.applyEvaluation);
         if (!stored) return null;
@@ -111,6 +224,8 @@ export const PlanRef = builder.prismaObject("Plan", {
           requiredApprovals: p.workspace.requiredApprovals,
           archived: p.workspace.archivedAt !== null,
           authzGroups: p.workspace.stack.authzGroups,
+          submittedById: p.submittedById,
+          preventSelfApproval: p.workspace.preventSelfApproval,
         };
         return snapshotOf(ctx.db.sql, head, stored.version);
       },
@@ -210,6 +325,7 @@ const SubmitPlanInputRef = builder.inputType("SubmitPlanInput", {
     changes: t.field({ type: [PlanChangeInputRef], description: "The plain list, typed (instead of plan)." }),
     targeted: t.boolean({ description: "Defaults to whether targets were given." }),
     targets: t.stringList({ description: "The -target addresses." }),
+    runUrl: t.string({ description: "The CI run that produced the plan: an http(s) URL without credentials, at most 2,048 characters." }),
   }),
 });
 
@@ -251,9 +367,10 @@ builder.mutationFields((t) => ({
     errors: ERRORS,
     description:
       "Approve a planned plan: needs (workspace, approve), or being a named approver on a resource policy governing it. " +
-      "Approving twice returns the same approval; approving after withdrawing adds a new one.",
-    args: { planId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => approvePlan(deps(ctx), String(args.planId)),
+      "Approving twice returns the same approval; approving after withdrawing adds a new one. An optional comment (at most " +
+      "2,000 characters) is kept with the approval.",
+    args: { planId: t.arg.id({ required: true }), comment: t.arg.string({ description: "What the approver says (at most 2,000 characters)." }) },
+    resolve: (_root, args, ctx) => approvePlan(deps(ctx), String(args.planId), args.comment),
   }),
   withdrawApproval: t.withAuth(SIGNED_IN).field({
     type: PlanApprovalRef,

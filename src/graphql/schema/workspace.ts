@@ -79,6 +79,11 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
     requiredApprovals: t.exposeInt("requiredApprovals", {
       description: "The baseline: approvals needed for every change no resource policy sets a count for (default 0).",
     }),
+    preventSelfApproval: t.exposeBoolean("preventSelfApproval", {
+      description:
+        "Separation of duties (\"prevent self-review\"): the approval of a plan's submitter counts toward no count or approver list " +
+        "of that plan. A reservation held by the submitter is still answered by their own approval (seed 000).",
+    }),
     frozen: t.exposeBoolean("frozen"),
     archived: t.boolean({ resolve: (w) => w.archivedAt !== null }),
     archivedAt: t.expose("archivedAt", { type: "DateTime", nullable: true }),
@@ -197,6 +202,7 @@ const CreateWorkspaceInputRef = builder.inputType("CreateWorkspaceInput", {
         "lets its destructive calls run unheld: owner-only ((hold_authority, change)), recorded in holdAuthorityChanges.",
     }),
     requiredApprovals: t.int({ description: "The baseline, default 0." }),
+    preventSelfApproval: t.boolean({ description: "Whether a plan's submitter's approval counts for nothing on it. Default false." }),
   }),
 });
 
@@ -212,6 +218,11 @@ const UpdateWorkspaceInputRef = builder.inputType("UpdateWorkspaceInput", {
         "An environment that becomes prod turns it on unless this says false.",
     }),
     requiredApprovals: t.int({ description: "The baseline. Applies to every open plan at once (the gate is evaluated at apply time)." }),
+    preventSelfApproval: t.boolean({
+      description:
+        "Separation of duties; applies to every open plan at once. Turning it off lets a plan through with fewer approvals: " +
+        "owner-only ((hold_authority, change)) and recorded in holdAuthorityChanges.",
+    }),
   }),
 });
 

@@ -91,6 +91,66 @@ export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter:
   return result;
 }
 
+/** How many decided requests one page of decidedApprovalRequests returns at most. */
+export const MAX_DECIDED_PAGE = 100;
+
+/**
+ * What became of a held call, in one word (the inbox's decided list): pending while it waits;
+ * approved while its delivery is under way; executed or failed once the gateway's receipt says
+ * so; denied (a reviewer's deny, or no allow rule at ingest); expired (closed by the sweep, or
+ * past its expiry while still pending); invalidated (a policy change closed it).
+ */
+export type ApprovalOutcome = "pending" | "approved" | "executed" | "failed" | "denied" | "expired" | "invalidated";
+
+export function approvalOutcome(r: { status: string; executionStatus: string; expiresAt: Date }, now = Date.now()): ApprovalOutcome {
+  switch (r.status) {
+    case "pending":
+      return r.expiresAt.getTime() <= now ? "expired" : "pending";
+    case "approved":
+      return r.executionStatus === "executed" ? "executed" : r.executionStatus === "failed" ? "failed" : "approved";
+    case "rejected":
+    case "default_deny":
+      return "denied";
+    case "expired":
+      return "expired";
+    default:
+      return "invalidated";
+  }
+}
+
+/**
+ * Decided held calls the viewer may read ((approval_request, read) on each one's workspace):
+ * everything no longer waiting for a vote — approved (then executed or failed), denied, expired,
+ * invalidated — most recently changed first, so a call stays visible after the vote with its
+ * outcome. Scans at most INBOX_SCAN_LIMIT rows of the organization.
+ */
+export async function decidedRequests({ db, authz }: Omit<Deps, "events">, filter: { workspaceId?: string | null; first: number }) {
+  await authz.requireMember();
+  const viewer = authz.viewer;
+  const rows = await db.prisma.approvalRequest.findMany({
+    where: {
+      orgId: viewer.orgId,
+      OR: [{ status: { not: "pending" } }, { expiresAt: { lte: new Date() } }],
+      ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
+    },
+    include: requestInclude,
+    orderBy: [{ updatedAt: "desc" }, { id: "asc" }],
+    take: INBOX_SCAN_LIMIT,
+  });
+  const mayRead = new Map<string, boolean>();
+  const result: typeof rows = [];
+  for (const row of rows) {
+    let allowed = mayRead.get(row.workspaceId);
+    if (allowed === undefined) {
+      allowed = await authz.can(workspaceFamilyTarget(row.workspace, "approval_request", "read"));
+      mayRead.set(row.workspaceId, allowed);
+    }
+    if (allowed) result.push(row);
+    if (result.length >= Math.min(Math.max(filter.first, 1), MAX_DECIDED_PAGE)) break;
+  }
+  return result;
+}
+
 const VoteInput = z.object({
   requestId: z.string().min(1).max(200),
   decision: z.enum(["approve", "deny"]),
