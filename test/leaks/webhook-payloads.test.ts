@@ -96,7 +96,7 @@ async function heldRequest(p: Place) {
     },
   });
   await enqueueApprovalRequestsFiled(t.db.sql, [
-    { id, orgId: org.orgId, workspaceId: p.workspace.id, workspaceName: p.workspace.name, tool, environment: "prod", status: "pending", closeReason: null, expiresAt },
+    { id, orgId: org.orgId, workspaceId: p.workspace.id, workspaceName: p.workspace.name, tool, environment: "prod", status: "pending", revision: 1, closeReason: null, expiresAt },
   ]);
   return id;
 }
