@@ -134,13 +134,13 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
 
   if (approvedHeld) {
     if (now().getTime() >= approvedHeld.expiresAt.getTime()) return denied(rpcId, "approval_expired", []);
-    const outcome = await executeHeld(deps, approvedHeld, args, resolved.run);
+    const outcome = await executeHeld(deps, approvedHeld, args, (a) => resolved.run(a, input.relay));
     return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
   }
   // Allowed outright (not held): execute directly.
   const invocationId = `inv_${randomUUID()}`;
   try {
-    const result = await resolved.run(args);
+    const result = await resolved.run(args, input.relay);
     return { ...rpcResult(rpcId, result, { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
   } catch (error) {
     if (error instanceof UpstreamError) return toolUnavailable(rpcId, logicalTool, error);

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { CedarGate } from "./cedar-gate.js";
 import type { ApprovalStatus, ClosedApprovalStatus } from "./errors.js";
 import type { ApprovalOutcome, GatewayStore } from "./store.js";
-import type { UpstreamPool, UpstreamTool } from "./upstream.js";
+import type { CallChannel, UpstreamPool, UpstreamTool } from "./upstream.js";
 import type { GateSource } from "./workspace-gates.js";
 
 // The gateway's public surface: its options, what it is handed, what it answers, its wire
@@ -64,6 +64,8 @@ export type ToolCallInput = {
   idempotencyKey?: string | null | undefined;
   /** The JSON-RPC request. */
   body: unknown;
+  /** The caller's stream, where the upstream's progress and requests are relayed (MCP transport only). */
+  relay?: CallChannel | null | undefined;
 };
 
 export type GatewayResponse = { status: number; headers: Record<string, string>; body: unknown };
