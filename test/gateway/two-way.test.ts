@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, ListRootsRequestSchema, LoggingMessageNotificationSchema, McpError, type ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { APPROVAL_REQUIRED_JSONRPC_CODE } from "../../src/gateway/errors.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { capabilitiesOfSession, sessionIdFor } from "../../src/gateway/mcp.js";
@@ -53,7 +53,7 @@ async function agent(capabilities: ClientCapabilities = {}): Promise<{ client: C
   return { client, seen };
 }
 
-const textOf = (result: { content?: unknown }) => JSON.parse((result.content as { text: string }[])[0]!.text) as Record<string, unknown>;
+const textOf = (result: object) => JSON.parse(((result as { content?: unknown }).content as { text: string }[])[0]!.text) as Record<string, unknown>;
 const EVERYTHING: ClientCapabilities = { elicitation: { form: {} }, sampling: {}, roots: { listChanged: true } };
 
 describe("the upstream talks during a call", () => {
@@ -207,6 +207,28 @@ describe("the session id carries what the client declared", () => {
     }
     const last = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1)!.slice(6)) as { result: { content: { text: string }[] } };
     expect(JSON.parse(last.result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "release" } } });
+  });
+});
+
+describe("a client that goes away while it is asked", () => {
+  it("its stream closes with a relayed request open: the upstream gets -32603 at once and its call finishes", async () => {
+    const aborter = new AbortController();
+    const before = upstream.asked.length;
+    const call = await fetch(`${w.gatewayUrl}/v1/mcp`, {
+      method: "POST",
+      signal: aborter.signal,
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${w.keyPlaintext}`, "mcp-session-id": sessionIdFor({ sampling: {} }) },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${conn}.sample`, arguments: {} } }),
+    });
+    const reader = call.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    while (!buffered.includes("sampling/createMessage")) {
+      const chunk = await reader.read();
+      if (chunk.done) throw new Error(`the call ended without asking: ${buffered}`);
+      buffered += chunk.value;
+    }
+    aborter.abort();
+    await vi.waitFor(() => expect(upstream.asked.slice(before)).toContainEqual(expect.objectContaining({ tool: "sample", error: expect.objectContaining({ code: ErrorCode.InternalError }) })), { timeout: 1_500, interval: 20 });
   });
 });
 
