@@ -269,12 +269,13 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     return loading;
   }
 
-  /**
-   * One tools/call on a client of its own, over the session's settings (its session id and
-   * protocol version: no second initialize), so that what the upstream sends on the call's
-   * stream belongs to this call and to no other.
-   */
-  async function callOnce(session: Client, c: UpstreamConnection, name: string, args: Record<string, unknown>, channel: CallChannel | null, timeout: number): Promise<CallToolResult> {
+  /** Call clients between calls, per session client (a replaced session drops its own). */
+  const idleCallClients = new WeakMap<Client, CallClient[]>();
+
+  /** A client for calls on `session`'s settings: its session id and protocol version, no second initialize. */
+  async function callClientFor(session: Client, c: UpstreamConnection): Promise<CallClient> {
+    const idle = idleCallClients.get(session)?.pop();
+    if (idle) return idle;
     const shared = session.transport instanceof StreamableHTTPClientTransport ? session.transport : null;
     const transport = new StreamableHTTPClientTransport(new URL(c.url!), {
       requestInit: { headers: headersOf(c) },
@@ -286,43 +287,63 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     if (shared?.protocolVersion) transport.setProtocolVersion(shared.protocolVersion);
     const client = new CallClient(clientInfo, { capabilities: ANSWERABLE });
     client.onerror = () => {};
-    const aborter = new AbortController();
-    let pending = 0;
-    let idle: NodeJS.Timeout | undefined;
-    const arm = () => {
-      clearTimeout(idle);
-      if (pending === 0) idle = setTimeout(() => aborter.abort(new McpError(ErrorCode.RequestTimeout, "the upstream did not answer in time")), timeout);
-    };
-    const relay = (capable: boolean, method: string) => async (request: { params?: Record<string, unknown> }, extra: { signal: AbortSignal }) => {
-      if (!channel || !capable) throw new McpError(ErrorCode.MethodNotFound, channel ? `the client did not declare the capability ${method} needs` : `no client is attached to this call to answer ${method}`);
-      pending++;
-      clearTimeout(idle);
-      const signal = AbortSignal.any([extra.signal, aborter.signal, AbortSignal.timeout(RELAY_ANSWER_TIMEOUT_MS)]);
+    const relay = (method: string, capable: (caps: RelayCapabilities) => boolean) => async (request: { params?: Record<string, unknown> }, extra: { signal: AbortSignal }) => {
+      const call = client.current;
+      const channel = call?.channel ?? null;
+      if (!call || !channel || !capable(channel.capabilities)) {
+        throw new McpError(ErrorCode.MethodNotFound, channel ? `the client did not declare the capability ${method} needs` : `no client is attached to this call to answer ${method}`);
+      }
+      call.pending++;
+      call.arm();
+      const signal = AbortSignal.any([extra.signal, call.aborter.signal, AbortSignal.timeout(RELAY_ANSWER_TIMEOUT_MS)]);
       try {
         return await channel.request({ method, params: request.params }, signal);
       } finally {
-        pending--;
-        arm();
+        call.pending--;
+        call.arm();
       }
     };
-    const caps = channel?.capabilities ?? {};
     client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
       const mode = request.params.mode ?? "form";
-      const declared = caps.elicitation !== undefined && (mode === "url" ? caps.elicitation.url !== undefined : caps.elicitation.form !== undefined || caps.elicitation.url === undefined);
-      if (channel && caps.elicitation !== undefined && !declared) throw new McpError(ErrorCode.InvalidParams, `the client does not support ${mode}-mode elicitation`);
-      return (await relay(declared, "elicitation/create")(request, extra)) as never;
+      const declared = (caps: RelayCapabilities) => caps.elicitation !== undefined && (mode === "url" ? caps.elicitation.url !== undefined : caps.elicitation.form !== undefined || caps.elicitation.url === undefined);
+      const caps = client.current?.channel?.capabilities;
+      if (caps?.elicitation !== undefined && !declared(caps)) throw new McpError(ErrorCode.InvalidParams, `the client does not support ${mode}-mode elicitation`);
+      return (await relay("elicitation/create", declared)(request, extra)) as never;
     });
-    client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => (await relay(caps.sampling !== undefined, "sampling/createMessage")(request, extra)) as never);
-    client.setRequestHandler(ListRootsRequestSchema, async (request, extra) => (await relay(caps.roots !== undefined, "roots/list")(request, extra)) as never);
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => channel?.notify({ method: notification.method, params: notification.params }));
+    client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => (await relay("sampling/createMessage", (caps) => caps.sampling !== undefined)(request, extra)) as never);
+    client.setRequestHandler(ListRootsRequestSchema, async (request, extra) => (await relay("roots/list", (caps) => caps.roots !== undefined)(request, extra)) as never);
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => client.current?.channel?.notify({ method: n.method, params: n.params }));
+    await client.connect(transport);
+    const onmessage = transport.onmessage;
+    transport.onmessage = (message) => {
+      client.current?.arm(); // the upstream is alive: its silence is timed from its last message
+      onmessage?.(message);
+    };
+    return client;
+  }
+
+  /**
+   * One tools/call on a call client of its own, so that what the upstream sends on the call's
+   * stream belongs to this call and to no other. A client whose call ended cleanly serves the
+   * next call on the same session.
+   */
+  async function callOnce(session: Client, c: UpstreamConnection, name: string, args: Record<string, unknown>, channel: CallChannel | null, timeout: number): Promise<CallToolResult> {
+    const client = await callClientFor(session, c);
+    const aborter = new AbortController();
+    const call: CallState = {
+      channel,
+      aborter,
+      pending: 0,
+      timer: undefined,
+      arm() {
+        clearTimeout(call.timer);
+        call.timer = call.pending === 0 ? setTimeout(() => aborter.abort(new McpError(ErrorCode.RequestTimeout, "the upstream did not answer in time")), timeout) : undefined;
+      },
+    };
+    client.current = call;
+    call.arm();
+    let clean = false;
     try {
-      await client.connect(transport);
-      const onmessage = transport.onmessage;
-      transport.onmessage = (message) => {
-        arm(); // the upstream is alive: its silence is timed from its last message
-        onmessage?.(message);
-      };
-      arm();
       const token = channel?.progressToken;
       const onprogress =
         token === undefined
@@ -330,10 +351,17 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
           : (p: { progress: number; total?: number; message?: string }) =>
               channel!.notify({ method: "notifications/progress", params: { progressToken: token, progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) } });
       // The silence timer above is the call's timeout; the SDK's own is only a backstop.
-      return (await client.callTool({ name, arguments: args }, undefined, { signal: aborter.signal, timeout: 24 * 3_600_000, ...(onprogress ? { onprogress } : {}) })) as CallToolResult;
+      const result = (await client.callTool({ name, arguments: args }, undefined, { signal: aborter.signal, timeout: 24 * 3_600_000, ...(onprogress ? { onprogress } : {}) })) as CallToolResult;
+      clean = true;
+      return result;
     } finally {
-      clearTimeout(idle);
-      await client.close().catch(() => {});
+      clearTimeout(call.timer);
+      client.current = null;
+      const idle = idleCallClients.get(session) ?? [];
+      if (clean && call.pending === 0 && idle.length < MAX_IDLE_CALL_CLIENTS) {
+        idle.push(client);
+        idleCallClients.set(session, idle);
+      } else await client.close().catch(() => {});
     }
   }
 
@@ -380,8 +408,16 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
 /** What the gateway's per-call client answers (it relays or refuses each itself). */
 const ANSWERABLE: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
 
-/** A client for one call on an existing session: it connects without a second `initialize`. */
+/** One call's state, where its call client's handlers find it. */
+type CallState = { channel: CallChannel | null; aborter: AbortController; pending: number; timer: NodeJS.Timeout | undefined; arm(): void };
+
+/** Call clients kept between calls, per upstream session. */
+const MAX_IDLE_CALL_CLIENTS = 16;
+
+/** A client for calls on an existing session: it connects without a second `initialize`. */
 class CallClient extends Client {
+  current: CallState | null = null;
+
   override async connect(transport: Transport): Promise<void> {
     await (Protocol.prototype.connect as (this: unknown, t: Transport) => Promise<void>).call(this, transport);
   }
