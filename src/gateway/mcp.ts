@@ -83,7 +83,7 @@ export function createMcpHandler(gateway: Gateway, options: { serverInfo?: { nam
         res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: refused.message }, id: null }));
         return;
       }
-      const stream = new CallStream(res, ownerOf(authorization), declared, progressTokenOf(body.params));
+      const stream = new CallStream(res, authorization, declared, progressTokenOf(body.params));
       const answer = await gateway.handleToolCall({
         authorization,
         approvalId: header(APPROVAL_ID_HEADER),
@@ -177,7 +177,8 @@ class CallStream {
 
   constructor(
     private readonly res: ServerResponse,
-    private readonly owner: string,
+    /** The call's Authorization: its digest is who may answer (computed only when something is asked). */
+    private readonly authorization: string | undefined,
     capabilities: RelayCapabilities,
     progressToken: string | number | undefined,
   ) {
@@ -222,7 +223,7 @@ class CallStream {
         reject(new McpError(ErrorCode.InternalError, "the client did not answer in time"));
       };
       waiting.set(id, {
-        owner: this.owner,
+        owner: ownerOf(this.authorization),
         resolve: (result) => (done(), resolve(result)),
         reject: (error) => (done(), reject(error)),
       });
