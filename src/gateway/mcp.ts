@@ -9,7 +9,7 @@ import { capabilitySignature, type CallChannel, type RelayCapabilities, type Rel
 
 /**
  * The gateway on the MCP Streamable HTTP transport (the SDK's own server transport, stateless:
- * one transport and one low-level `Server` per HTTP request, JSON answers, no session). It serves
+ * one transport and one low-level `Server` per HTTP request, nothing kept between requests). It serves
  * `initialize`, `ping`, `tools/list` and `tools/call`, and accepts the client's notifications.
  *
  * Every answer the gateway gives a `tools/call` is a JSON-RPC answer on HTTP 200 here: the
