@@ -2,7 +2,7 @@ import { CedarEvaluationError, type GateDecision } from "./cedar-gate.js";
 import type { GatewayDeps } from "./deps.js";
 import { toJsonValue, type CallResult } from "./respond.js";
 import type { GatewayKey, GatewayRoute, HeldInvocation } from "./store.js";
-import { classifyTool, UpstreamError, type DestructiveSource, type UpstreamTool } from "./upstream.js";
+import { classifyTool, UpstreamError, type CallChannel, type DestructiveSource, type UpstreamTool } from "./upstream.js";
 
 // What the hold and the resume share: the gate's request and decision, the tool a call runs on,
 // and the once-only execution of a held call.
@@ -37,8 +37,12 @@ export async function decide(deps: GatewayDeps, key: GatewayKey, request: Return
 export type ResolvedTool = {
   destructive: boolean;
   source: DestructiveSource;
-  /** Runs the call on the upstream with these arguments. */
-  run: (args: Record<string, unknown>) => Promise<CallResult>;
+  /**
+   * Runs the call on the upstream with these arguments. `channel` is the caller's stream; without
+   * one (an approved call executed by the delivery worker) the upstream's questions are answered
+   * with errors at once, so the call finishes.
+   */
+  run: (args: Record<string, unknown>, channel?: CallChannel | null) => Promise<CallResult>;
 };
 
 /**
@@ -74,7 +78,7 @@ export async function resolveTool(
       }
     }
     const c = classifyTool(tool, override);
-    return { ...c, run: (args) => pool.call(upstream, name, args) };
+    return { ...c, run: (args, channel) => pool.call(upstream, name, args, channel) };
   }
   return { error: new UpstreamError("upstream_not_configured", upstream?.url ? "this gateway reaches no upstream MCP servers" : "the connection has no upstream MCP server") };
 }

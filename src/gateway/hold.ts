@@ -131,7 +131,7 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
 
   if (approvedHeld) {
     if (now().getTime() >= approvedHeld.expiresAt.getTime()) return denied(rpcId, "approval_expired", []);
-    const outcome = await executeHeld(deps, approvedHeld, args, resolved.run);
+    const outcome = await executeHeld(deps, approvedHeld, args, (a) => resolved.run(a, input.relay));
     return executionResponse(rpcId, approvedHeld.approvalId, approvedHeld.invocationId, outcome);
   }
   // Allowed outright (not held): execute directly — unless the client asked for a task, which
@@ -139,7 +139,7 @@ export async function handleToolCall(deps: GatewayDeps, input: ToolCallInput): P
   if (input.asTask) return rejected(rpcId, 400, GATEWAY_JSONRPC.methodNotFound, "task_not_supported", `${logicalTool} is not held for approval now, so it does not run as a task: call it without \`task\``);
   const invocationId = `inv_${randomUUID()}`;
   try {
-    const result = await resolved.run(args);
+    const result = await resolved.run(args, input.relay);
     return { ...rpcResult(rpcId, result, { invocation_id: invocationId, replayed: false }), outcome: { kind: "executed", replayed: false, approvalId: null, invocationId } };
   } catch (error) {
     if (error instanceof UpstreamError) return toolUnavailable(rpcId, logicalTool, error);

@@ -1,13 +1,17 @@
+import { createHash, randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import {
   CallToolRequestSchema,
   CancelTaskRequestSchema,
+  ErrorCode,
   GetTaskPayloadRequestSchema,
   GetTaskRequestSchema,
   ListTasksRequestSchema,
   ListToolsRequestSchema,
+  McpError,
+  SetLevelRequestSchema,
   SUPPORTED_PROTOCOL_VERSIONS,
   type CallToolResult,
   type CancelTaskResult,
@@ -17,16 +21,27 @@ import {
 import { z } from "zod";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway, type RpcAnswer } from "./gateway.js";
 import { TASKS_CAPABILITY } from "./tasks.js";
+import { capabilitySignature, type CallChannel, type RelayCapabilities, type RelayMessage } from "./upstream.js";
 
 /**
  * The gateway on the MCP Streamable HTTP transport (the SDK's own server transport, stateless:
- * one transport and one low-level `Server` per HTTP request, JSON answers, no session). It serves
+ * one transport and one low-level `Server` per HTTP request, nothing kept between requests). It serves
  * `initialize`, `ping`, `tools/list` and `tools/call`, and accepts the client's notifications.
  *
  * Every answer the gateway gives a `tools/call` is a JSON-RPC answer on HTTP 200 here: the
  * transport (and the SDK's client) treat any other status as a transport failure, so a held call
  * is the JSON-RPC error -32003 `approval_required` with its data (docs/held-tool-calls.md). The
  * plain JSON-RPC POST beside it keeps the HTTP statuses (423 and the rest).
+ *
+ * A tools/call is answered JSON unless its upstream talks during the call: then the answer turns
+ * into an SSE stream at the upstream's first progress, log message or request, carries those
+ * (progress under the caller's own progress token; requests under ids of the gateway's own), and
+ * ends with the result. The client answers a relayed request by POSTing its JSON-RPC response
+ * here, with the same virtual key (202). What a client can answer is what it declared at
+ * `initialize`: the gateway keeps no session state, so the session id it hands out carries those
+ * capabilities (`cs1.<capabilities>.<uuid>`); a request without a session id is a client that
+ * declared nothing (its upstream's requests are answered -32601), and an id the gateway did not
+ * mint is 404 (the client initializes again).
  *
  * A single `tools/call` request (what an agent sends most) is answered without building a
  * Server: the same checks the transport makes (Accept, Content-Type, MCP-Protocol-Version) and
@@ -72,6 +87,14 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
       return Array.isArray(value) ? value[0] : value;
     };
     const authorization = header("authorization");
+    const sessionId = header("mcp-session-id");
+    const declared = sessionId === undefined ? {} : capabilitiesOfSession(sessionId);
+    if (declared === null) {
+      // Not a session this gateway minted (or from an older format): the client starts a new one.
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }));
+      return;
+    }
     const messages = Array.isArray(body) ? (body as unknown[]) : [body];
     const onlyCalls = messages.every((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
     // The hot path: one tools/call is answered here, with the transport's own checks and wire
@@ -91,9 +114,12 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
         idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
         body: { jsonrpc: "2.0", id: body.id, method: "tools/call", params: body.params },
       };
-      const rpc: { result?: unknown; error?: unknown } = gateway.tasks && wantsTask(body.params) ? await gateway.tasks.callTool(call) : ((await gateway.handleToolCall(call)).body as { result?: unknown; error?: unknown });
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result }));
+      // The answer is JSON until the upstream sends something to relay (progress, a question for
+      // the client), then an SSE stream ending with the result. A task answers at once: nothing to relay.
+      const stream = new CallStream(res, authorization, declared, progressTokenOf(body.params));
+      const rpc: { result?: unknown; error?: unknown } =
+        gateway.tasks && wantsTask(body.params) ? await gateway.tasks.callTool(call) : ((await gateway.handleToolCall({ ...call, relay: stream.channel })).body as { result?: unknown; error?: unknown });
+      stream.finish(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result });
       return;
     }
     // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
@@ -114,9 +140,20 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
         return;
       }
     }
+    // The client's answers to relayed requests: handed to the call that waits for them (only
+    // one made with the same key), and accepted like any response (202).
+    if (messages.length > 0 && messages.every(isResponse) && transportRefusal(req) === null) {
+      const owner = ownerOf(authorization);
+      for (const m of messages as JsonRpcResponse[]) answered(owner, m);
+      res.writeHead(202).end();
+      return;
+    }
 
     const tasks = gateway.tasks;
-    const server = new Server(serverInfo, { capabilities: { tools: {}, ...(tasks ? { tasks: TASKS_CAPABILITY } : {}) }, instructions });
+    const server = new Server(serverInfo, { capabilities: { tools: {}, logging: {}, ...(tasks ? { tasks: TASKS_CAPABILITY } : {}) }, instructions });
+    // Upstreams' log messages are relayed as they send them, on the call's stream; the level is
+    // the upstream's own (the gateway keeps no session to carry it to them).
+    server.setRequestHandler(SetLevelRequestSchema, async () => ({}));
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const listed = await gateway.listTools({ authorization });
       if (!listed.ok) throw new RpcError(GATEWAY_JSONRPC.unauthorized, "unauthorized", undefined);
@@ -130,7 +167,7 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
         idempotencyKey: header(IDEMPOTENCY_KEY_HEADER),
         body: { jsonrpc: "2.0", id: 0, method: "tools/call", params: request.params },
       };
-      if (tasks && wantsTask(request.params)) return answered(await tasks.callTool(call)) as CallToolResult;
+      if (tasks && wantsTask(request.params)) return taskAnswer(await tasks.callTool(call)) as CallToolResult;
       const answer = await gateway.handleToolCall(call);
       const rpc = answer.body as { result?: CallToolResult; error?: { code: number; message: string; data?: unknown } };
       if (rpc.error) throw new RpcError(rpc.error.code, rpc.error.message, rpc.error.data);
@@ -138,12 +175,17 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
     });
     if (tasks) {
       // Each answer is built in tasks.ts in the shape the SDK names here.
-      server.setRequestHandler(GetTaskRequestSchema, async (request) => answered(await tasks.get({ authorization, taskId: request.params.taskId })) as GetTaskResult);
-      server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => answered(await tasks.result({ authorization, taskId: request.params.taskId, signal: extra.signal })) as CallToolResult);
-      server.setRequestHandler(ListTasksRequestSchema, async (request) => answered(await tasks.list({ authorization, cursor: request.params?.cursor })) as ListTasksResult);
-      server.setRequestHandler(CancelTaskRequestSchema, async (request) => answered(await tasks.cancel({ authorization, taskId: request.params.taskId })) as CancelTaskResult);
+      server.setRequestHandler(GetTaskRequestSchema, async (request) => taskAnswer(await tasks.get({ authorization, taskId: request.params.taskId })) as GetTaskResult);
+      server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => taskAnswer(await tasks.result({ authorization, taskId: request.params.taskId, signal: extra.signal })) as CallToolResult);
+      server.setRequestHandler(ListTasksRequestSchema, async (request) => taskAnswer(await tasks.list({ authorization, cursor: request.params?.cursor })) as ListTasksResult);
+      server.setRequestHandler(CancelTaskRequestSchema, async (request) => taskAnswer(await tasks.cancel({ authorization, taskId: request.params.taskId })) as CancelTaskResult);
     }
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const initialize = !Array.isArray(body) && isObject(body) && body.method === "initialize";
+    const transport = new StreamableHTTPServerTransport({
+      // Only initialize mints a session id: it carries what the client declared it can answer.
+      sessionIdGenerator: initialize ? () => sessionIdFor(initializeCapabilities(body)) : undefined,
+      enableJsonResponse: true,
+    });
     res.on("close", () => {
       void transport.close().catch(() => {});
       void server.close().catch(() => {});
@@ -159,9 +201,157 @@ function wantsTask(params: unknown): boolean {
 }
 
 /** A task answer as the handler's return, or its JSON-RPC error thrown for the SDK to answer. */
-function answered(answer: RpcAnswer): Record<string, unknown> {
+function taskAnswer(answer: RpcAnswer): Record<string, unknown> {
   if ("error" in answer) throw new RpcError(answer.error.code, answer.error.message, answer.error.data);
   return answer.result;
+}
+
+// ─── the two-way call stream ─────────────────────────────────────────────────────────────────
+
+type JsonRpcResponse = { jsonrpc: "2.0"; id: string | number; result?: unknown; error?: { code: number; message: string; data?: unknown } };
+
+/** Requests relayed to clients that wait for their answer, by the id the gateway gave them. */
+const waiting = new Map<string, { owner: string; resolve(result: Record<string, unknown>): void; reject(error: Error): void }>();
+
+function answered(owner: string, m: JsonRpcResponse): void {
+  const pending = typeof m.id === "string" ? waiting.get(m.id) : undefined;
+  // Another key's answer (or one to nothing) changes nothing: it is accepted and dropped.
+  if (!pending || pending.owner !== owner) return;
+  waiting.delete(m.id as string);
+  if (m.error) pending.reject(new McpError(typeof m.error.code === "number" ? m.error.code : ErrorCode.InternalError, String(m.error.message ?? "error"), m.error.data));
+  else pending.resolve(isObject(m.result) ? m.result : {});
+}
+
+/**
+ * One tools/call's answer: JSON, until the upstream first sends something to relay; from then
+ * an SSE stream, which ends with the result. Requests relayed on it wait in `waiting` until the
+ * client answers, the signal aborts, or the client's stream closes.
+ */
+class CallStream {
+  private streaming = false;
+  private closed = false;
+  private readonly mine = new Set<string>();
+  readonly channel: CallChannel;
+
+  constructor(
+    private readonly res: ServerResponse,
+    /** The call's Authorization: its digest is who may answer (computed only when something is asked). */
+    private readonly authorization: string | undefined,
+    capabilities: RelayCapabilities,
+    progressToken: string | number | undefined,
+  ) {
+    res.on("close", () => {
+      this.closed = true;
+      for (const id of this.mine) {
+        const pending = waiting.get(id);
+        waiting.delete(id);
+        pending?.reject(new McpError(ErrorCode.InternalError, "the client's stream closed before it answered"));
+      }
+      this.mine.clear();
+    });
+    this.channel = {
+      capabilities,
+      progressToken,
+      notify: (message) => this.send({ jsonrpc: "2.0", ...message }),
+      request: (message, signal) => this.request(message, signal),
+    };
+  }
+
+  private send(message: object): boolean {
+    if (this.closed || this.res.writableEnded) return false;
+    if (!this.streaming) {
+      this.streaming = true;
+      this.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    }
+    this.res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    return true;
+  }
+
+  private request(message: RelayMessage, signal: AbortSignal): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(new McpError(ErrorCode.InternalError, "the call ended before the client was asked"));
+      const id = `countersign-${randomUUID()}`;
+      const done = () => {
+        waiting.delete(id);
+        this.mine.delete(id);
+        signal.removeEventListener("abort", onAbort);
+      };
+      const onAbort = () => {
+        done();
+        reject(new McpError(ErrorCode.InternalError, "the client did not answer in time"));
+      };
+      waiting.set(id, {
+        owner: ownerOf(this.authorization),
+        resolve: (result) => (done(), resolve(result)),
+        reject: (error) => (done(), reject(error)),
+      });
+      this.mine.add(id);
+      signal.addEventListener("abort", onAbort, { once: true });
+      if (!this.send({ jsonrpc: "2.0", id, method: message.method, ...(message.params !== undefined ? { params: message.params } : {}) })) {
+        done();
+        reject(new McpError(ErrorCode.InternalError, "the client's stream is closed"));
+      }
+    });
+  }
+
+  /** The call's answer: the last event of the stream, or the JSON body when nothing was relayed. */
+  finish(message: object): void {
+    if (this.closed || this.res.writableEnded) return;
+    if (this.streaming) {
+      this.res.end(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+      return;
+    }
+    this.res.writeHead(200, { "content-type": "application/json" });
+    this.res.end(JSON.stringify(message));
+  }
+}
+
+/** Whose answers a relayed request takes: a digest of the Authorization header that made the call. */
+function ownerOf(authorization: string | undefined): string {
+  return createHash("sha256").update(authorization ?? "", "utf8").digest("base64url");
+}
+
+function progressTokenOf(params: unknown): string | number | undefined {
+  const token = isObject(params) && isObject(params._meta) ? params._meta.progressToken : undefined;
+  return typeof token === "string" || (typeof token === "number" && Number.isFinite(token)) ? token : undefined;
+}
+
+function isResponse(value: unknown): value is JsonRpcResponse {
+  if (!isObject(value) || value.jsonrpc !== "2.0" || "method" in value) return false;
+  if (typeof value.id !== "string" && typeof value.id !== "number") return false;
+  return ("result" in value) !== ("error" in value) && (!("error" in value) || (isObject(value.error) && typeof value.error.code === "number"));
+}
+
+// ─── the session id: what the client declared ──────────────────────────────────────────────────
+
+const SESSION_ID = /^cs1\.(e(f?)(u?))?(s(t?)(c?))?(r(l?))?\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function initializeCapabilities(body: Record<string, unknown>): RelayCapabilities {
+  const declared = isObject(body.params) && isObject(body.params.capabilities) ? body.params.capabilities : {};
+  const out: RelayCapabilities = {};
+  if (isObject(declared.elicitation)) {
+    const e = declared.elicitation;
+    out.elicitation = { ...(isObject(e.form) || !isObject(e.url) ? { form: {} } : {}), ...(isObject(e.url) ? { url: {} } : {}) };
+  }
+  if (isObject(declared.sampling)) out.sampling = { ...(isObject(declared.sampling.tools) ? { tools: {} } : {}), ...(isObject(declared.sampling.context) ? { context: {} } : {}) };
+  if (isObject(declared.roots)) out.roots = declared.roots.listChanged === true ? { listChanged: true } : {};
+  return out;
+}
+
+/** A session id that carries the client's relayable capabilities (no state is kept for it). */
+export function sessionIdFor(capabilities: RelayCapabilities): string {
+  return `cs1.${capabilitySignature(capabilities)}.${randomUUID()}`;
+}
+
+/** The capabilities a session id carries, or null for an id this gateway did not mint. */
+export function capabilitiesOfSession(id: string): RelayCapabilities | null {
+  const m = SESSION_ID.exec(id);
+  if (!m || (m[1] !== undefined && !m[2] && !m[3])) return null;
+  const out: RelayCapabilities = {};
+  if (m[1] !== undefined) out.elicitation = { ...(m[2] ? { form: {} } : {}), ...(m[3] ? { url: {} } : {}) };
+  if (m[4] !== undefined) out.sampling = { ...(m[5] ? { tools: {} } : {}), ...(m[6] ? { context: {} } : {}) };
+  if (m[7] !== undefined) out.roots = m[8] ? { listChanged: true } : {};
+  return out;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

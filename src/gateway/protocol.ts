@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { CedarGate } from "./cedar-gate.js";
 import type { ApprovalStatus, ClosedApprovalStatus } from "./errors.js";
 import type { ApprovalOutcome, GatewayStore } from "./store.js";
-import type { UpstreamPool, UpstreamTool } from "./upstream.js";
+import type { CallChannel, UpstreamPool, UpstreamTool } from "./upstream.js";
 import type { GateSource } from "./workspace-gates.js";
 import type { RpcAnswer, TaskOptions } from "./task-types.js";
 
@@ -75,6 +75,8 @@ export type ToolCallInput = {
    * refused before it runs (src/gateway/tasks.ts), never run and answered as a plain result.
    */
   asTask?: boolean;
+  /** The caller's stream, where the upstream's progress and requests are relayed (MCP transport only). */
+  relay?: CallChannel | null | undefined;
 };
 
 export type GatewayResponse = { status: number; headers: Record<string, string>; body: unknown };

@@ -1,10 +1,22 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+  type CallToolResult,
+  type ClientCapabilities,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
-import { Readable } from "node:stream";
+import { pipeline, Readable, Transform } from "node:stream";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { openConnectionCredential } from "./connection-credential.js";
 import { isNetworkFailure, networkFailure, outboundConnectOptions } from "./outbound.js";
@@ -14,7 +26,39 @@ import { isNetworkFailure, networkFailure, outboundConnectOptions } from "./outb
  * HTTP transport. One connected SDK `Client` per connection is kept and reused (no `initialize`
  * per call), together with its tools list; both are dropped when the connection's url,
  * credential or `updatedAt` change, and the client is reconnected after a transport failure.
+ *
+ * A call is two-way: the upstream may answer it as an SSE stream that carries, before the result,
+ * its progress, its log messages and requests of its own (ping, elicitation, sampling, roots).
+ * Each call runs on a client of its own over the session's transport settings (no second
+ * `initialize`), whose POST answer is read as it arrives: ping is answered at once, progress and
+ * log messages go to the caller's `CallChannel`, and elicitation, sampling and roots are relayed
+ * to the caller when the caller declared that capability — otherwise, and when no caller is
+ * attached (an approved call executed by the delivery worker), they are answered at once with
+ * JSON-RPC -32601, so a call never waits on a question nobody will answer. The upstream's session
+ * is per set of caller capabilities: an upstream sees exactly what its caller can answer.
  */
+
+/** The capabilities a caller declared that the gateway relays (its `initialize` capabilities). */
+export type RelayCapabilities = Pick<ClientCapabilities, "elicitation" | "sampling" | "roots">;
+
+/** A JSON-RPC message without its `jsonrpc` and `id`: what goes on the caller's stream. */
+export type RelayMessage = { method: string; params?: Record<string, unknown> | undefined };
+
+/**
+ * The caller's side of one call: where the upstream's progress, log messages and requests go.
+ * `request` resolves with the caller's result, or rejects with an McpError (the caller's own
+ * JSON-RPC error, or the gateway's when the caller went away or did not answer in time).
+ */
+export type CallChannel = {
+  capabilities: RelayCapabilities;
+  /** The caller's `_meta.progressToken`: upstream progress is relayed under this token, and only when there is one. */
+  progressToken?: string | number | undefined;
+  notify(message: RelayMessage): void;
+  request(message: RelayMessage, signal: AbortSignal): Promise<Record<string, unknown>>;
+};
+
+/** The longest a relayed request (an elicitation a person answers) may wait for the caller. */
+export const RELAY_ANSWER_TIMEOUT_MS = 10 * 60_000;
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000;
 const MISSING_TOOL_REREAD_MS = 5_000;
@@ -79,8 +123,13 @@ export type UpstreamPool = {
   tools(connection: UpstreamConnection): Promise<UpstreamTool[]>;
   /** One tool by its upstream name, or null when the upstream does not serve it (the list is read again once first). */
   tool(connection: UpstreamConnection, name: string): Promise<UpstreamTool | null>;
-  /** `tools/call` on the upstream. A result with `isError` is a result, not an error. Throws UpstreamError. */
-  call(connection: UpstreamConnection, name: string, args: Record<string, unknown>): Promise<CallToolResult>;
+  /**
+   * `tools/call` on the upstream. A result with `isError` is a result, not an error. Throws
+   * UpstreamError. `channel` is the caller's stream; without one, the upstream's requests other
+   * than ping are answered -32601. The connection's timeout is the longest the upstream may stay
+   * silent (every message it sends restarts it; it stops while the caller answers a relayed request).
+   */
+  call(connection: UpstreamConnection, name: string, args: Record<string, unknown>, channel?: CallChannel | null): Promise<CallToolResult>;
   /** A round trip to the upstream now (MCP `ping`). Throws UpstreamError. */
   ping(connection: UpstreamConnection): Promise<void>;
   /** Drops the cached client and tools list of one connection. */
@@ -90,7 +139,8 @@ export type UpstreamPool = {
 
 type Entry = {
   version: string;
-  client: Promise<Client> | null;
+  /** The session's client per set of caller capabilities (`capabilitySignature`); "" is none. */
+  clients: Map<string, Promise<Client>>;
   tools: { at: number; list: UpstreamTool[]; byName: Map<string, UpstreamTool> } | null;
   loading: Promise<UpstreamTool[]> | null;
 };
@@ -110,16 +160,16 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     const existing = entries.get(c.id);
     if (existing && existing.version === version) return existing;
     if (existing) retire(existing);
-    const entry: Entry = { version, client: null, tools: null, loading: null };
+    const entry: Entry = { version, clients: new Map(), tools: null, loading: null };
     entries.set(c.id, entry);
     return entry;
   }
 
   function retire(entry: Entry): void {
-    const client = entry.client;
-    entry.client = null;
+    const clients = [...entry.clients.values()];
+    entry.clients.clear();
     entry.tools = null;
-    client?.then((cl) => cl.close()).catch(() => {});
+    for (const client of clients) client.then((cl) => cl.close()).catch(() => {});
   }
 
   function headersOf(c: UpstreamConnection): Record<string, string> {
@@ -130,8 +180,10 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     return { authorization: credential };
   }
 
-  function connect(c: UpstreamConnection, entry: Entry): Promise<Client> {
-    if (entry.client) return entry.client;
+  function connect(c: UpstreamConnection, entry: Entry, capabilities: RelayCapabilities): Promise<Client> {
+    const signature = capabilitySignature(capabilities);
+    const existing = entry.clients.get(signature);
+    if (existing) return existing;
     if (!c.url) return Promise.reject(new UpstreamError("upstream_not_configured", "the connection has no upstream url"));
     let url: URL;
     try {
@@ -146,7 +198,9 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
         // A stateless upstream has no standalone stream to resume; never retry in the background.
         reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1 },
       });
-      const client = new Client(clientInfo, { capabilities: {} });
+      // The caller's capabilities, as the upstream's session sees them: an upstream asks only
+      // what its caller can answer (and one that asks anyway is answered -32601).
+      const client = new Client(clientInfo, { capabilities: sessionCapabilities(capabilities) });
       client.onerror = () => {}; // failures surface on the request that met them
       try {
         await client.connect(transport, { timeout: timeoutOf(c) });
@@ -155,14 +209,14 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
         throw toUpstreamError(error, "connect");
       }
       client.onclose = () => {
-        if (entry.client === attempt) entry.client = null;
+        if (entry.clients.get(signature) === attempt) entry.clients.delete(signature);
       };
       return client;
     })();
-    entry.client = attempt;
+    entry.clients.set(signature, attempt);
     // A failed connect is not cached: the next request tries again.
     attempt.catch(() => {
-      if (entry.client === attempt) entry.client = null;
+      if (entry.clients.get(signature) === attempt) entry.clients.delete(signature);
     });
     return attempt;
   }
@@ -173,17 +227,19 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
    * was not processed, so it is sent once more on a new session. Nothing else is retried: a call
    * that may have reached the upstream is never sent twice.
    */
-  async function withClient<T>(c: UpstreamConnection, run: (client: Client, timeout: number) => Promise<T>): Promise<T> {
+  async function withClient<T>(c: UpstreamConnection, run: (client: Client, timeout: number) => Promise<T>, capabilities: RelayCapabilities = {}): Promise<T> {
     const entry = entryOf(c);
+    const signature = capabilitySignature(capabilities);
     for (let attempt = 0; ; attempt++) {
-      const client = await connect(c, entry);
+      // The session is up (initialize answered, initialized sent) before any call is sent on it.
+      const client = await connect(c, entry, capabilities);
       try {
         return await run(client, timeoutOf(c));
       } catch (error) {
         const mapped = toUpstreamError(error, "request");
-        if (mapped.code !== "upstream_error" && entry.client) {
-          const stale = entry.client;
-          entry.client = null;
+        const stale = entry.clients.get(signature);
+        if (mapped.code !== "upstream_error" && stale) {
+          entry.clients.delete(signature);
           stale.then((cl) => cl.close()).catch(() => {});
         }
         const sessionLost = error instanceof StreamableHTTPError && error.code === 404 && sessionOf(client) !== undefined;
@@ -213,6 +269,102 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     return loading;
   }
 
+  /** Call clients between calls, per session client (a replaced session drops its own). */
+  const idleCallClients = new WeakMap<Client, CallClient[]>();
+
+  /** A client for calls on `session`'s settings: its session id and protocol version, no second initialize. */
+  async function callClientFor(session: Client, c: UpstreamConnection): Promise<CallClient> {
+    const idle = idleCallClients.get(session)?.pop();
+    if (idle) return idle;
+    const shared = session.transport instanceof StreamableHTTPClientTransport ? session.transport : null;
+    const transport = new StreamableHTTPClientTransport(new URL(c.url!), {
+      requestInit: { headers: headersOf(c) },
+      fetch: transportFetch,
+      ...(shared?.sessionId ? { sessionId: shared.sessionId } : {}),
+      // An upstream that closes the call's stream early (SSE polling) is read again from its last event.
+      reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 1_000, maxReconnectionDelay: 5_000, reconnectionDelayGrowFactor: 2 },
+    });
+    if (shared?.protocolVersion) transport.setProtocolVersion(shared.protocolVersion);
+    const client = new CallClient(clientInfo, { capabilities: ANSWERABLE });
+    client.onerror = () => {};
+    const relay = (method: string, capable: (caps: RelayCapabilities) => boolean) => async (request: { params?: Record<string, unknown> }, extra: { signal: AbortSignal }) => {
+      const call = client.current;
+      const channel = call?.channel ?? null;
+      if (!call || !channel || !capable(channel.capabilities)) {
+        throw new McpError(ErrorCode.MethodNotFound, channel ? `the client did not declare the capability ${method} needs` : `no client is attached to this call to answer ${method}`);
+      }
+      call.pending++;
+      call.arm();
+      const signal = AbortSignal.any([extra.signal, call.aborter.signal, AbortSignal.timeout(RELAY_ANSWER_TIMEOUT_MS)]);
+      try {
+        return await channel.request({ method, params: request.params }, signal);
+      } finally {
+        call.pending--;
+        call.arm();
+      }
+    };
+    client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
+      const mode = request.params.mode ?? "form";
+      const declared = (caps: RelayCapabilities) => caps.elicitation !== undefined && (mode === "url" ? caps.elicitation.url !== undefined : caps.elicitation.form !== undefined || caps.elicitation.url === undefined);
+      const caps = client.current?.channel?.capabilities;
+      if (caps?.elicitation !== undefined && !declared(caps)) throw new McpError(ErrorCode.InvalidParams, `the client does not support ${mode}-mode elicitation`);
+      return (await relay("elicitation/create", declared)(request, extra)) as never;
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => (await relay("sampling/createMessage", (caps) => caps.sampling !== undefined)(request, extra)) as never);
+    client.setRequestHandler(ListRootsRequestSchema, async (request, extra) => (await relay("roots/list", (caps) => caps.roots !== undefined)(request, extra)) as never);
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => client.current?.channel?.notify({ method: n.method, params: n.params }));
+    await client.connect(transport);
+    const onmessage = transport.onmessage;
+    transport.onmessage = (message) => {
+      client.current?.arm(); // the upstream is alive: its silence is timed from its last message
+      onmessage?.(message);
+    };
+    return client;
+  }
+
+  /**
+   * One tools/call on a call client of its own, so that what the upstream sends on the call's
+   * stream belongs to this call and to no other. A client whose call ended cleanly serves the
+   * next call on the same session.
+   */
+  async function callOnce(session: Client, c: UpstreamConnection, name: string, args: Record<string, unknown>, channel: CallChannel | null, timeout: number): Promise<CallToolResult> {
+    const client = await callClientFor(session, c);
+    const aborter = new AbortController();
+    const call: CallState = {
+      channel,
+      aborter,
+      pending: 0,
+      timer: undefined,
+      arm() {
+        clearTimeout(call.timer);
+        call.timer = call.pending === 0 ? setTimeout(() => aborter.abort(new McpError(ErrorCode.RequestTimeout, "the upstream did not answer in time")), timeout) : undefined;
+      },
+    };
+    client.current = call;
+    call.arm();
+    let clean = false;
+    try {
+      const token = channel?.progressToken;
+      const onprogress =
+        token === undefined
+          ? undefined
+          : (p: { progress: number; total?: number; message?: string }) =>
+              channel!.notify({ method: "notifications/progress", params: { progressToken: token, progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) } });
+      // The silence timer above is the call's timeout; the SDK's own is only a backstop.
+      const result = (await client.callTool({ name, arguments: args }, undefined, { signal: aborter.signal, timeout: 24 * 3_600_000, ...(onprogress ? { onprogress } : {}) })) as CallToolResult;
+      clean = true;
+      return result;
+    } finally {
+      clearTimeout(call.timer);
+      client.current = null;
+      const idle = idleCallClients.get(session) ?? [];
+      if (clean && call.pending === 0 && idle.length < MAX_IDLE_CALL_CLIENTS) {
+        idle.push(client);
+        idleCallClients.set(session, idle);
+      } else await client.close().catch(() => {});
+    }
+  }
+
   const fresh = (entry: Entry) => entry.tools !== null && Date.now() - entry.tools.at < toolsTtlMs;
 
   return {
@@ -234,8 +386,8 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
       await loadTools(c, entry);
       return entry.tools?.byName.get(name) ?? null;
     },
-    async call(c, name, args) {
-      return withClient(c, async (client, timeout) => (await client.callTool({ name, arguments: args }, undefined, { timeout })) as CallToolResult);
+    async call(c, name, args, channel) {
+      return withClient(c, (session, timeout) => callOnce(session, c, name, args, channel ?? null, timeout), channel?.capabilities ?? {});
     },
     async ping(c) {
       await withClient(c, (client, timeout) => client.ping({ timeout }));
@@ -248,9 +400,46 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
     async close() {
       const all = [...entries.values()];
       entries.clear();
-      await Promise.all(all.map(async (e) => (await e.client?.catch(() => null))?.close().catch(() => {})));
+      await Promise.all(all.flatMap((e) => [...e.clients.values()].map(async (client) => (await client.catch(() => null))?.close().catch(() => {}))));
     },
   };
+}
+
+/** What the gateway's per-call client answers (it relays or refuses each itself). */
+const ANSWERABLE: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+
+/** One call's state, where its call client's handlers find it. */
+type CallState = { channel: CallChannel | null; aborter: AbortController; pending: number; timer: NodeJS.Timeout | undefined; arm(): void };
+
+/** Call clients kept between calls, per upstream session. */
+const MAX_IDLE_CALL_CLIENTS = 16;
+
+/** A client for calls on an existing session: it connects without a second `initialize`. */
+class CallClient extends Client {
+  current: CallState | null = null;
+
+  override async connect(transport: Transport): Promise<void> {
+    await (Protocol.prototype.connect as (this: unknown, t: Transport) => Promise<void>).call(this, transport);
+  }
+}
+
+/** The upstream session's capabilities for a caller's: only what the gateway can relay. */
+function sessionCapabilities(c: RelayCapabilities): ClientCapabilities {
+  return {
+    ...(c.elicitation !== undefined ? { elicitation: c.elicitation } : {}),
+    ...(c.sampling !== undefined ? { sampling: c.sampling } : {}),
+    ...(c.roots !== undefined ? { roots: c.roots } : {}),
+  };
+}
+
+/** One string per set of capabilities (the key of the upstream session that carries them). */
+export function capabilitySignature(c: RelayCapabilities): string {
+  const e = c.elicitation;
+  return [
+    e !== undefined ? `e${e.form !== undefined || e.url === undefined ? "f" : ""}${e.url !== undefined ? "u" : ""}` : "",
+    c.sampling !== undefined ? `s${c.sampling.tools !== undefined ? "t" : ""}${c.sampling.context !== undefined ? "c" : ""}` : "",
+    c.roots !== undefined ? `r${c.roots.listChanged ? "l" : ""}` : "",
+  ].join("");
 }
 
 function sessionOf(client: Client): string | undefined {
@@ -320,10 +509,11 @@ export const MAX_UPSTREAM_ANSWER_BYTES = 16 * 1024 * 1024;
  * The upstream transports' fetch, under the outbound address policy: every request (the POSTs,
  * the standalone GET stream, DELETE) goes over node:http to an address checked when it connects
  * (src/gateway/outbound.ts), and no redirect is followed here (the SDK follows one only within
- * the URL's origin, through this same fetch, so each hop is checked again). A POST's answer —
- * a JSON answer, or the SSE stream the upstream closes once it has answered that request — is
- * read whole on a keep-alive agent, which costs a fraction of undici's fetch on the hot path;
- * a GET's is streamed.
+ * the URL's origin, through this same fetch, so each hop is checked again). A POST's JSON answer
+ * is read whole on a keep-alive agent, which costs a fraction of undici's fetch on the hot path;
+ * an SSE answer (a POST's or a GET's) is handed on as it arrives: the upstream may ask something
+ * on it (ping, elicitation) and wait for the answer before it finishes. Either is refused past
+ * MAX_UPSTREAM_ANSWER_BYTES.
  */
 export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
   // A host's checked addresses are reused for a few seconds (the hot path does not resolve per
@@ -356,8 +546,22 @@ export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
       const req = (secure ? httpsRequest : httpRequest)(url, { method, headers, lookup, agent: secure ? httpsAgent : httpAgent }, (res) => {
         const status = res.statusCode ?? 502;
         const empty = status === 204 || status === 304 || method === "HEAD";
-        if (method !== "POST") {
-          resolve(new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers: responseHeaders(res.headers) }));
+        if (method !== "POST" || /^\s*text\/event-stream/i.test(String(res.headers["content-type"] ?? ""))) {
+          if (empty) {
+            res.resume();
+            resolve(new Response(null, { status, headers: responseHeaders(res.headers) }));
+            return;
+          }
+          let size = 0;
+          const capped = new Transform({
+            transform(chunk: Buffer, _encoding, done) {
+              size += chunk.length;
+              if (size > MAX_UPSTREAM_ANSWER_BYTES) done(new UpstreamError("upstream_unavailable", "the upstream's answer is too large"));
+              else done(null, chunk);
+            },
+          });
+          pipeline(res, capped, () => {});
+          resolve(new Response(Readable.toWeb(capped) as ReadableStream<Uint8Array>, { status, headers: responseHeaders(res.headers) }));
           return;
         }
         const chunks: Buffer[] = [];

@@ -101,3 +101,105 @@ export async function startUpstream(options: { credential?: string; port?: numbe
   };
 }
 
+
+/** What a talking upstream's tool received when it asked its client something. */
+export type Asked = { tool: string; method: string; answer?: unknown; error?: { code: number; message: string } };
+
+export type TalkingUpstream = { url: string; runs: Map<string, number>; asked: Asked[]; close(): Promise<void> };
+
+/**
+ * An upstream that talks during a call (the SDK's McpServer with sessions, answering tools/call
+ * as an SSE stream): its tools send progress and log messages, ping their client, and ask it for
+ * an elicitation, a sampling or its roots — with `extra.sendRequest`, on the call's own stream,
+ * whatever the client declared (an upstream that asks anyway). Each answer or error is recorded
+ * in `asked` and returned as the tool's result.
+ */
+export async function startTalkingUpstream(): Promise<TalkingUpstream> {
+  const { ElicitResultSchema, CreateMessageResultSchema, ListRootsResultSchema, EmptyResultSchema, McpError } = await import("@modelcontextprotocol/sdk/types.js");
+  const runs = new Map<string, number>();
+  const asked: Asked[] = [];
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const ran = (tool: string) => runs.set(tool, (runs.get(tool) ?? 0) + 1);
+  const text = (value: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(value) }] });
+  type Extra = { sendRequest: (r: { method: string; params?: Record<string, unknown> }, schema: never) => Promise<unknown>; sendNotification: (n: { method: string; params: Record<string, unknown> }) => Promise<void>; _meta?: { progressToken?: string | number } };
+  const ask = async (tool: string, extra: Extra, method: string, params: Record<string, unknown> | undefined, schema: unknown) => {
+    try {
+      const answer = await extra.sendRequest({ method, ...(params ? { params } : {}) }, schema as never);
+      asked.push({ tool, method, answer });
+      return { method, answer };
+    } catch (error) {
+      const e = error instanceof McpError ? { code: error.code, message: error.message } : { code: 0, message: String(error) };
+      asked.push({ tool, method, error: e });
+      return { method, error: e };
+    }
+  };
+  const questions: Record<string, [string, Record<string, unknown> | undefined, unknown]> = {
+    elicit: ["elicitation/create", { mode: "form", message: "Which branch?", requestedSchema: { type: "object", properties: { branch: { type: "string" } }, required: ["branch"] } }, ElicitResultSchema],
+    sample: ["sampling/createMessage", { messages: [{ role: "user", content: { type: "text", text: "Summarize the diff" } }], maxTokens: 50 }, CreateMessageResultSchema],
+    roots: ["roots/list", undefined, ListRootsResultSchema],
+  };
+  const build = () => {
+    const s = new McpServer({ name: "talking-upstream", version: "1.0.0" }, { capabilities: { logging: {} } });
+    s.registerTool("progress", { description: "Reports progress three times.", annotations: { readOnlyHint: true } }, async (extra) => {
+      ran("progress");
+      const token = (extra as unknown as Extra)._meta?.progressToken;
+      for (const progress of [0, 50, 100]) {
+        if (token !== undefined) await (extra as unknown as Extra).sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, total: 100 } });
+        await (extra as unknown as Extra).sendNotification({ method: "notifications/message", params: { level: "info", data: `at ${progress}` } });
+      }
+      return text({ done: true });
+    });
+    s.registerTool("pinger", { description: "Pings its client, then answers.", annotations: { readOnlyHint: true } }, async (extra) => {
+      ran("pinger");
+      await (extra as unknown as Extra).sendRequest({ method: "ping" }, EmptyResultSchema as never);
+      return text({ pinged: true });
+    });
+    for (const [tool, [method, params, schema]] of Object.entries(questions)) {
+      s.registerTool(tool, { description: `Asks its client (${method}).`, annotations: { readOnlyHint: true } }, async (extra) => {
+        ran(tool);
+        return text(await ask(tool, extra as unknown as Extra, method, params, schema));
+      });
+    }
+    // Destructive (held in prod): pings and asks for an elicitation, then does its work.
+    s.registerTool("deploy", { description: "Deploys after a ping and a question.", annotations: { destructiveHint: true } }, async (extra) => {
+      await (extra as unknown as Extra).sendRequest({ method: "ping" }, EmptyResultSchema as never);
+      const question = await ask("deploy", extra as unknown as Extra, ...questions.elicit!);
+      ran("deploy");
+      return text({ deployed: true, question });
+    });
+    return s;
+  };
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      void (async () => {
+        const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown) : undefined;
+        const id = req.headers["mcp-session-id"];
+        if (typeof id === "string") {
+          const known = sessions.get(id);
+          if (!known) return void res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }));
+          return known.handleRequest(req, res, body);
+        }
+        const s = build();
+        const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => crypto.randomUUID(), onsessioninitialized: (sid) => void sessions.set(sid, transport) });
+        await s.connect(transport);
+        await transport.handleRequest(req, res, body);
+      })();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    runs,
+    asked,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const t of sessions.values()) void t.close().catch(() => {});
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
