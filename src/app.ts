@@ -19,7 +19,9 @@ import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, sendJson, type HttpRoute } from "./edge/http.js";
 import { keyLabel } from "./edge/rate-limit.js";
-import { retryAfterSeconds, TokenBuckets } from "./infra/token-buckets.js";
+import { retryAfterSeconds } from "./infra/token-buckets.js";
+import { createSharedLimits, type RateBuckets, type SharedLimits } from "./infra/shared-limits.js";
+import { useCreationLimiter } from "./services/personal-organizations.js";
 import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
@@ -47,6 +49,8 @@ export interface Services {
   routes: HttpRoute[];
   /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
   approvals: ApprovalsRuntime;
+  /** Rate limits and open-operation caps, in Redis when REDIS_URL is set (src/infra/shared-limits.ts). */
+  limits: SharedLimits;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
   close(): Promise<void>;
@@ -56,6 +60,10 @@ function createServices(deps: Infra): Services {
   const workers = createWorkers(deps);
   const { approvals, webhooks } = workers;
   const routes: HttpRoute[] = [];
+  const limits = createSharedLimits({ redisUrl: deps.config.redisUrl, keyPrefix: deps.config.limitsKeyPrefix, logger: deps.logger.child({ module: "limits" }) });
+  // Personal organizations: createBurst at once, createPerHour after it (0: only the burst, ever).
+  const creation = limits.buckets("personal-org", Math.max(deps.config.personalOrganizations.createPerHour / 3600, 1e-9), deps.config.personalOrganizations.createBurst);
+  useCreationLimiter(deps.config.personalOrganizations, { take: (person) => creation.take(person) });
   if (approvals.gateway) {
     // The embedded gateway (src/workers/runtime.ts): its Origin allow-list and its rate per
     // virtual key (or client address) apply before any body is read (src/gateway/http.ts).
@@ -66,7 +74,7 @@ function createServices(deps: Infra): Services {
         approvalsPath: EMBEDDED_APPROVALS_PATH,
         maxBodyBytes: deps.config.maxBodyBytes,
         allowedOrigins: edge.allowedOrigins,
-        rateLimit: edge.rps > 0 ? loggedLimiter(new TokenBuckets(edge.rps, edge.burst), deps.logger) : null,
+        rateLimit: edge.rps > 0 ? loggedLimiter(limits.buckets("gateway", edge.rps, edge.burst), deps.logger) : null,
       }),
     );
   }
@@ -81,17 +89,21 @@ function createServices(deps: Infra): Services {
   return {
     config: deps.config,
     approvals,
+    limits,
     webhooks,
     routes,
-    close: () => workers.close(),
+    async close() {
+      await workers.close();
+      await limits.close();
+    },
   };
 }
 
 /** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
-function loggedLimiter(buckets: TokenBuckets, logger: Infra["logger"]): GatewayRateLimiter {
+function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"]): GatewayRateLimiter {
   return {
-    take(key) {
-      const taken = buckets.take(key);
+    async take(key) {
+      const taken = await buckets.take(key);
       if (!taken.ok) logger.warn({ key: keyLabel(key), path: "gateway", retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
       return taken;
     },
@@ -125,7 +137,7 @@ export function createApp(deps: Infra) {
   const { db, events, logger } = deps;
   const services = createServices(deps);
   // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/edge/operator.ts).
-  const operator = createOperatorControls(deps);
+  const operator = createOperatorControls({ ...deps, limits: services.limits });
 
   // Principals kept across requests under the authz epoch each request reads with its token.
   const principals: PrincipalCache = new EpochCache();
@@ -273,7 +285,7 @@ export function createApp(deps: Infra) {
       subscribe: (args: any) => args.rootValue.subscribe(args),
       // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
-        const refused = operator.ws.admit(ctx);
+        const refused = await operator.ws.admit(ctx);
         if (refused) return refused;
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           ...ctx,
@@ -306,7 +318,9 @@ export function createApp(deps: Infra) {
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
         args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
-        operator.ws.track(ctx, id, args.document, params.operationName);
+        // The token's open operations, counted across processes: over its cap, refused.
+        const capped = await operator.ws.track(ctx, id, args.document, params.operationName);
+        if (capped) return capped;
         return args;
       }, { logger, retryAfterSeconds: deps.config.unavailableRetryAfterSeconds }),
     },

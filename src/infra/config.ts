@@ -7,6 +7,8 @@ const EnvSchema = z.object({
   /** A PostgreSQL schema to run in (tests give each file its own). */
   DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).optional(),
   REDIS_URL: z.string().optional(),
+  /** The prefix of the Redis keys the shared limits count under (deployments sharing one Redis keep apart). */
+  COUNTERSIGN_LIMITS_KEY_PREFIX: z.string().min(1).default("countersign:limits"),
   COUNTERSIGN_DATA_DIR: z.string().default("./.countersign"),
   COUNTERSIGN_BOOTSTRAP_TOKEN: z.string().min(16).optional(),
   COUNTERSIGN_PUBLIC_URL: z.string().url().optional(),
@@ -105,6 +107,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       ? ({ kind: "postgres", url: e.DATABASE_URL, schema: e.DATABASE_SCHEMA } as const)
       : ({ kind: "pglite", dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR, "pgdata") } as const),
     redisUrl: e.REDIS_URL,
+    limitsKeyPrefix: e.COUNTERSIGN_LIMITS_KEY_PREFIX,
     dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR),
     bootstrapToken: e.COUNTERSIGN_BOOTSTRAP_TOKEN,
     publicUrl: e.COUNTERSIGN_PUBLIC_URL,
