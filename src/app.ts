@@ -245,6 +245,8 @@ export function createApp(deps: Infra) {
       path: "/readyz",
       credential: "none",
       handle: async (_req, res) => {
+        // Draining (SIGTERM): not ready, so the balancer's health checks take the node out while it still serves.
+        if (draining) return (sendJson(res, 503, { status: "draining" }), true);
         const [database, eventBus] = await Promise.all([
           db.sql.query("SELECT 1").then(() => true, () => false),
           events.ping().catch(() => false),
@@ -270,7 +272,14 @@ export function createApp(deps: Infra) {
     },
   ];
 
-  const httpServer: Server = createServer(createDispatcher(routes, logger));
+  let draining = false;
+  const dispatch = createDispatcher(routes, logger);
+  // Draining, every answer closes its connection: a client's next request opens a new one, which
+  // the balancer sends to a node that is ready.
+  const httpServer: Server = createServer((req, res) => {
+    if (draining) res.setHeader("connection", "close");
+    return dispatch(req, res);
+  });
 
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
@@ -338,12 +347,28 @@ export function createApp(deps: Infra) {
       const address = httpServer.address();
       return typeof address === "object" && address ? address.port : port;
     },
-    async close() {
+    /** /readyz answers 503 from now on; everything else is served as before (docs/operations.md, Drain). */
+    drain() {
+      draining = true;
+    },
+    get draining() {
+      return draining;
+    },
+    /**
+     * Stops accepting connections, closes WebSockets with 1001, lets in-flight requests finish
+     * (those still running after `requestsMs` are cut), then stops the workers.
+     */
+    async close(options: { requestsMs?: number } = {}) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      httpServer.closeIdleConnections?.();
       await wsCleanup.dispose();
       wsServer.close();
-      await operator.close();
-      await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      let bound: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((resolve) => (bound = setTimeout(resolve, options.requestsMs ?? 10_000)))]);
+      clearTimeout(bound);
       httpServer.closeAllConnections?.();
+      await operator.close();
       await services.close();
     },
   };

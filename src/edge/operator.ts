@@ -20,7 +20,7 @@ import { retryAfterSeconds } from "../infra/token-buckets.js";
 import type { SharedLimits } from "../infra/shared-limits.js";
 import { createMetrics } from "./metrics.js";
 import { RecentSet } from "../domain/recent-set.js";
-import { clientAddress, keyLabel, rateKeyOf } from "./rate-limit.js";
+import { clientAddressResolver, keyLabel, rateKeyOf } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
@@ -71,6 +71,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const limiter = deps.limits.buckets("graphql", config.rateLimit.rps, config.rateLimit.burst);
   const openOperations = deps.limits.openOperations("graphql", config.rateLimit.maxSubscriptionsPerToken);
   let socketSeq = 0;
+  // The client's address for the unauthenticated limits: X-Forwarded-For only from a trusted proxy.
+  const clientAddress = clientAddressResolver(config.trustedProxies);
   // Token hashes that authenticated recently: a request is counted against its token only once it is known valid.
   const known = new RecentSet();
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
