@@ -133,6 +133,15 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
   client.defineCommand("limitsAcquire", { numberOfKeys: 1, lua: ACQUIRE });
   client.defineCommand("limitsRenew", { numberOfKeys: 1, lua: RENEW });
   const health = new Fallback(client, logger);
+  // Until the first connection (a few milliseconds at start), a limit waits for it, at most a
+  // second, rather than count its first requests in this process.
+  let firstConnection: Promise<void> | null = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 1_000);
+    timer.unref();
+    client.once("ready", () => (clearTimeout(timer), resolve()));
+  }).then(() => {
+    firstConnection = null;
+  });
   const self = randomUUID();
   const leaseSets: Array<Map<string, Set<string>>> = [];
 
@@ -165,6 +174,7 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
       return {
         enabled: true,
         async take(key) {
+          if (firstConnection) await firstConnection;
           try {
             await limiter.consume(key);
             return { ok: true };
@@ -186,6 +196,7 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
       return {
         enabled: true,
         async acquire(owner, id, local) {
+          if (firstConnection) await firstConnection;
           const key = keyOf(owner);
           let admitted: boolean;
           try {
