@@ -10,8 +10,7 @@
 //
 // Rates are the same token buckets in Redis as in memory (token-buckets.ts): `burst` at once,
 // refilling at `rps`. rate-limiter-flexible's RateLimiterRedis runs them with our script in place
-// of its fixed window (TOKEN_BUCKET), so a key cannot send 2 × burst across a window's edge. A
-// bucket refills in one second at the least (burst below rps: the rate is burst a second).
+// of its fixed window (TOKEN_BUCKET), so a key cannot send 2 × burst across a window's edge.
 // The per-process fallback is the library's RateLimiterMemory: a fixed window of `burst` per
 // ceil(burst / rps) seconds.
 //
@@ -73,18 +72,23 @@ function localOperations(cap: number): OpenOperations {
   return { enabled: cap > 0, acquire: async (_owner, _id, local) => cap <= 0 || local() < cap, release: () => {} };
 }
 
-/** A bucket of `burst` points refilling in `duration` seconds (at least one). */
-export function bucketOf(rps: number, burst: number): { points: number; duration: number } {
+/**
+ * A bucket of `burst` points and the milliseconds it takes to refill from empty. The library
+ * takes the latter as its `duration` (seconds to it, which it only hands to the script and
+ * requires to be at least 1): in milliseconds, any rate up to 1,000 × the burst a second fits.
+ */
+export function bucketOf(rps: number, burst: number): { points: number; fillMs: number } {
   const points = Math.max(1, Math.floor(burst));
-  return { points, duration: Math.max(1, points / rps) };
+  return { points, fillMs: Math.max(1, (points / rps) * 1000) };
 }
 
 // RateLimiterRedis's store script, as a token bucket: KEYS[1] the key; ARGV[1] the points taken,
-// ARGV[3] the bucket's size, ARGV[4] the seconds it takes to refill from empty. It answers as the
-// library's own does, {consumed, ms}: consumed above the size is a refusal, ms the wait for a point.
+// ARGV[3] the bucket's size, ARGV[4] the milliseconds it takes to refill from empty (bucketOf).
+// It answers as the library's own does, {consumed, ms}: consumed above the size is a refusal, ms
+// the wait for a point.
 const TOKEN_BUCKET = `
 local size = tonumber(ARGV[3])
-local fillMs = tonumber(ARGV[4]) * 1000
+local fillMs = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -160,12 +164,12 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
     kind: "redis",
     buckets(name, rps, burst) {
       if (!(rps > 0)) return { enabled: false, take: async () => ({ ok: true }) };
-      const { points, duration } = bucketOf(rps, burst);
-      const insurance = new CountedMemoryLimiter({ points, duration: Math.ceil(duration), keyPrefix: `${keyPrefix}:rate:${name}` }, () => health.failed());
+      const { points, fillMs } = bucketOf(rps, burst);
+      const insurance = new CountedMemoryLimiter({ points, duration: Math.ceil(fillMs / 1000), keyPrefix: `${keyPrefix}:rate:${name}` }, () => health.failed());
       const limiter = new RateLimiterRedis({
         storeClient: client,
         points,
-        duration,
+        duration: fillMs,
         customIncrTtlLuaScript: TOKEN_BUCKET,
         keyPrefix: `${keyPrefix}:rate:${name}`,
         rejectIfRedisNotReady: true,
