@@ -33,7 +33,7 @@ const port = await app.listen(config.port, config.host);
 
 const base = `http://localhost:${port}`;
 logger.info(
-  { port, pid: process.pid, database: db.kind, eventBus: events.kind, migrationsApplied: prepared.migrations.length },
+  { port, database: db.kind, eventBus: events.kind, migrationsApplied: prepared.migrations.length, pid: process.pid },
   `Countersign is serving ${base}/graphql`,
 );
 if (prepared.demo) {

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/infra/config.js";
-import { createSharedLimits, memoryLimits } from "../../src/infra/shared-limits.js";
+import { createSharedLimits, memoryLimits, type Take } from "../../src/infra/shared-limits.js";
 import { TEST_REDIS_URL } from "../helpers/env.js";
 
 const defaults = loadConfig({});
@@ -30,18 +30,18 @@ describe("a rate in Redis answers as in memory", () => {
       const inRedis = shared.buckets(c.name, c.rps, c.burst);
       const inMemory = local.buckets(c.name, c.rps, c.burst);
       const takes = c.burst + 3;
-      const redis = [];
-      const memory = [];
+      const redis: Take[] = [];
+      const memory: Take[] = [];
       for (let i = 0; i < takes; i++) {
         redis.push(await inRedis.take("k"));
         memory.push(await inMemory.take("k"));
       }
       // Fast rates refill between takes; what is compared is the first refusal and its wait.
-      const firstRefusal = (answers: typeof redis) => answers.findIndex((a) => !a.ok);
+      const firstRefusal = (answers: Take[]) => answers.findIndex((a) => !a.ok);
       if (c.rps < 10) {
         expect(redis.map((a) => a.ok)).toEqual(memory.map((a) => a.ok));
         expect(firstRefusal(redis)).toBe(c.burst);
-        const wait = (answers: typeof redis) => (answers[c.burst] as { retryAfterMs: number }).retryAfterMs;
+        const wait = (answers: Take[]) => (answers[c.burst] as { retryAfterMs: number }).retryAfterMs;
         expect(Math.abs(wait(redis) - wait(memory)), `${wait(redis)} vs ${wait(memory)}`).toBeLessThanOrEqual(Math.max(50, wait(memory) * 0.01));
       } else {
         expect(redis.slice(0, c.burst).every((a) => a.ok)).toBe(true);
