@@ -19,7 +19,9 @@ import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, sendJson, type HttpRoute } from "./edge/http.js";
 import { keyLabel } from "./edge/rate-limit.js";
-import { retryAfterSeconds, TokenBuckets } from "./infra/token-buckets.js";
+import { retryAfterSeconds } from "./infra/token-buckets.js";
+import { createSharedLimits, type RateBuckets, type SharedLimits } from "./infra/shared-limits.js";
+import { useCreationLimiter } from "./services/personal-organizations.js";
 import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
@@ -48,6 +50,8 @@ export interface Services {
   routes: HttpRoute[];
   /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
   approvals: ApprovalsRuntime;
+  /** Rate limits and open-operation caps, in Redis when REDIS_URL is set (src/infra/shared-limits.ts). */
+  limits: SharedLimits;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
   close(): Promise<void>;
@@ -57,6 +61,10 @@ function createServices(deps: Infra): Services {
   const workers = createWorkers(deps);
   const { approvals, webhooks } = workers;
   const routes: HttpRoute[] = [];
+  const limits = createSharedLimits({ redisUrl: deps.config.redisUrl, keyPrefix: deps.config.limitsKeyPrefix, logger: deps.logger.child({ module: "limits" }) });
+  // Personal organizations: createBurst at once, createPerHour after it (0: only the burst, ever).
+  const creation = limits.buckets("personal-org", Math.max(deps.config.personalOrganizations.createPerHour / 3600, 1e-9), deps.config.personalOrganizations.createBurst);
+  useCreationLimiter(deps.config.personalOrganizations, { take: (person) => creation.take(person) });
   if (approvals.gateway) {
     // The embedded gateway (src/workers/runtime.ts): its Origin allow-list and its rate per
     // virtual key (or client address) apply before any body is read (src/gateway/http.ts).
@@ -67,7 +75,7 @@ function createServices(deps: Infra): Services {
         approvalsPath: EMBEDDED_APPROVALS_PATH,
         maxBodyBytes: deps.config.maxBodyBytes,
         allowedOrigins: edge.allowedOrigins,
-        rateLimit: edge.rps > 0 ? loggedLimiter(new TokenBuckets(edge.rps, edge.burst), deps.logger) : null,
+        rateLimit: edge.rps > 0 ? loggedLimiter(limits.buckets("gateway", edge.rps, edge.burst), deps.logger) : null,
       }),
     );
   }
@@ -101,17 +109,21 @@ function createServices(deps: Infra): Services {
   return {
     config: deps.config,
     approvals,
+    limits,
     webhooks,
     routes,
-    close: () => workers.close(),
+    async close() {
+      await workers.close();
+      await limits.close();
+    },
   };
 }
 
 /** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
-function loggedLimiter(buckets: TokenBuckets, logger: Infra["logger"]): GatewayRateLimiter {
+function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"]): GatewayRateLimiter {
   return {
-    take(key) {
-      const taken = buckets.take(key);
+    async take(key) {
+      const taken = await buckets.take(key);
       if (!taken.ok) logger.warn({ key: keyLabel(key), path: "gateway", retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
       return taken;
     },
@@ -145,7 +157,7 @@ export function createApp(deps: Infra) {
   const { db, events, logger } = deps;
   const services = createServices(deps);
   // Rate limits, the WebSocket token lifecycle, /metrics, operation logs, CORS (src/edge/operator.ts).
-  const operator = createOperatorControls(deps);
+  const operator = createOperatorControls({ ...deps, limits: services.limits });
 
   // Principals kept across requests under the authz epoch each request reads with its token.
   const principals: PrincipalCache = new EpochCache();
@@ -253,6 +265,8 @@ export function createApp(deps: Infra) {
       path: "/readyz",
       credential: "none",
       handle: async (_req, res) => {
+        // Draining (SIGTERM): not ready, so the balancer's health checks take the node out while it still serves.
+        if (draining) return (sendJson(res, 503, { status: "draining" }), true);
         const [database, eventBus] = await Promise.all([
           db.sql.query("SELECT 1").then(() => true, () => false),
           events.ping().catch(() => false),
@@ -278,7 +292,14 @@ export function createApp(deps: Infra) {
     },
   ];
 
-  const httpServer: Server = createServer(createDispatcher(routes, logger));
+  let draining = false;
+  const dispatch = createDispatcher(routes, logger);
+  // Draining, every answer closes its connection: a client's next request opens a new one, which
+  // the balancer sends to a node that is ready.
+  const httpServer: Server = createServer((req, res) => {
+    if (draining) res.setHeader("connection", "close");
+    return dispatch(req, res);
+  });
 
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
@@ -293,7 +314,7 @@ export function createApp(deps: Infra) {
       subscribe: (args: any) => args.rootValue.subscribe(args),
       // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
-        const refused = operator.ws.admit(ctx);
+        const refused = await operator.ws.admit(ctx);
         if (refused) return refused;
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           ...ctx,
@@ -326,7 +347,9 @@ export function createApp(deps: Infra) {
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).
         args.contextValue.subscriptionSink = socketSink(ctx.extra.socket, id);
-        operator.ws.track(ctx, id, args.document, params.operationName);
+        // The token's open operations, counted across processes: over its cap, refused.
+        const capped = await operator.ws.track(ctx, id, args.document, params.operationName);
+        if (capped) return capped;
         return args;
       }, { logger, retryAfterSeconds: deps.config.unavailableRetryAfterSeconds }),
     },
@@ -344,12 +367,28 @@ export function createApp(deps: Infra) {
       const address = httpServer.address();
       return typeof address === "object" && address ? address.port : port;
     },
-    async close() {
+    /** /readyz answers 503 from now on; everything else is served as before (docs/operations.md, Drain). */
+    drain() {
+      draining = true;
+    },
+    get draining() {
+      return draining;
+    },
+    /**
+     * Stops accepting connections, closes WebSockets with 1001, lets in-flight requests finish
+     * (those still running after `requestsMs` are cut), then stops the workers.
+     */
+    async close(options: { requestsMs?: number } = {}) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      httpServer.closeIdleConnections?.();
       await wsCleanup.dispose();
       wsServer.close();
-      await operator.close();
-      await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      let bound: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((resolve) => (bound = setTimeout(resolve, options.requestsMs ?? 10_000)))]);
+      clearTimeout(bound);
       httpServer.closeAllConnections?.();
+      await operator.close();
       await services.close();
     },
   };

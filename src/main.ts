@@ -33,7 +33,7 @@ const port = await app.listen(config.port, config.host);
 
 const base = `http://localhost:${port}`;
 logger.info(
-  { port, database: db.kind, eventBus: events.kind, migrationsApplied: prepared.migrations.length },
+  { port, database: db.kind, eventBus: events.kind, migrationsApplied: prepared.migrations.length, pid: process.pid },
   `Countersign is serving ${base}/graphql`,
 );
 if (prepared.demo) {
@@ -47,14 +47,33 @@ if (prepared.demo) {
   );
 }
 
+// Shutdown within SHUTDOWN_MS (docs/operations.md, Drain). SIGTERM (a deploy): /readyz answers
+// 503 at once while the node keeps serving for COUNTERSIGN_DRAIN_UNREADY_MS, long enough for the
+// balancer's health checks to take it out; then it stops accepting, closes WebSockets with 1001,
+// lets in-flight requests finish (what is left when the time is up is cut), stops the workers
+// (a round in progress finishes; held leases are released or expire) and exits 0.
+// SIGINT (Ctrl-C at a terminal) skips the unready period.
+const SHUTDOWN_MS = 30_000;
 let stopping = false;
 async function stop(signal: string) {
   if (stopping) return;
   stopping = true;
-  logger.info({ signal }, "shutting down");
-  await app.close();
+  const started = Date.now();
+  // The last resort: a shutdown that hangs ends anyway, with a line saying so.
+  setTimeout(() => {
+    logger.error({ signal }, "shutdown did not finish in time: exiting");
+    process.exit(1);
+  }, SHUTDOWN_MS - 500).unref();
+  const unreadyMs = signal === "SIGTERM" ? config.drainUnreadyMs : 0;
+  app.drain();
+  logger.info({ signal, unreadyMs }, "draining: /readyz answers 503, still serving");
+  if (unreadyMs > 0) await new Promise((resolve) => setTimeout(resolve, unreadyMs));
+  logger.info({ signal }, "shutting down: no new connections, finishing requests in flight");
+  // What is left for requests in flight, keeping 5 s for the workers and the connections.
+  await app.close({ requestsMs: Math.max(1_000, SHUTDOWN_MS - 5_000 - (Date.now() - started)) });
   await events.close();
   await db.close();
+  logger.info({ signal, ms: Date.now() - started }, "shut down");
   process.exit(0);
 }
 process.on("SIGINT", () => void stop("SIGINT"));

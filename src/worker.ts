@@ -27,6 +27,11 @@ let stopping = false;
 async function stop(signal: string) {
   if (stopping) return;
   stopping = true;
+  // A round in progress finishes; a shutdown that hangs still ends within 30 s, as the API's does.
+  setTimeout(() => {
+    logger.error({ signal }, "shutdown did not finish in time: exiting");
+    process.exit(1);
+  }, 29_500).unref();
   logger.info({ signal }, "worker shutting down");
   await workers.close();
   await events.close();

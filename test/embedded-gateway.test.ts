@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_DELIVERY_INTERVAL_MS: "250" };
+  const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_DELIVERY_INTERVAL_MS: "250", COUNTERSIGN_DRAIN_UNREADY_MS: "0" };
   for (const name of ["DATABASE_URL", "DATABASE_SCHEMA", "REDIS_URL", "COUNTERSIGN_APPROVAL_SECRET", "COUNTERSIGN_GATEWAY_SERVICE_TOKEN", "COUNTERSIGN_GATEWAY_EMBEDDED", "COUNTERSIGN_GATEWAY_URL"]) delete env[name];
   return env;
 }

@@ -19,7 +19,8 @@ afterAll(async () => {
 });
 
 function startEmbedded(dir: string): Promise<{ port: number; tokens: string[]; output: () => string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" };
+  // COUNTERSIGN_DRAIN_UNREADY_MS=0: the test ends it with SIGTERM and has no balancer to tell.
+  const env: NodeJS.ProcessEnv = { ...process.env, COUNTERSIGN_DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_DRAIN_UNREADY_MS: "0" };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;
   // What `npm start` runs: the server bundle (rebuilt first if the sources changed). The

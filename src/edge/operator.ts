@@ -16,10 +16,11 @@ import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
-import { retryAfterSeconds, TokenBuckets } from "../infra/token-buckets.js";
+import { retryAfterSeconds } from "../infra/token-buckets.js";
+import type { SharedLimits } from "../infra/shared-limits.js";
 import { createMetrics } from "./metrics.js";
 import { RecentSet } from "../domain/recent-set.js";
-import { clientAddress, keyLabel, rateKeyOf } from "./rate-limit.js";
+import { clientAddressResolver, keyLabel, rateKeyOf } from "./rate-limit.js";
 
 /**
  * The API's path: the rate limit applies to it. Probes, the scrape, the dashboard's assets and
@@ -33,7 +34,8 @@ export const RATE_LIMITED = "RATE_LIMITED";
 interface SocketExtra {
   socket: WebSocket;
   request: IncomingMessage;
-  live?: LiveSocket & { rateKey: string };
+  /** `leases`: the operations counted toward the token's cap across processes, by graphql-ws id. */
+  live?: LiveSocket & { rateKey: string; leaseId: string; leases: Set<string> };
 }
 interface WsContext {
   connectionParams?: Readonly<Record<string, unknown>>;
@@ -58,14 +60,19 @@ function firstMessage(errors: readonly unknown[]): string {
   return m.length > 200 ? `${m.slice(0, 200)}…` : m;
 }
 
-export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger }) {
+export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger; limits: SharedLimits }) {
   const { config, db, events, logger } = deps;
   const sockets = new LiveSockets(db.sql, events, logger.child({ module: "websockets" }));
   sockets.start();
   const metrics = createMetrics({ config, db, events, sockets });
   const hub = gateHub(db, events);
   hub.roundListeners.add(metrics.gateRound);
-  const limiter = new TokenBuckets(config.rateLimit.rps, config.rateLimit.burst);
+  // Shared by every API process on one Redis (src/infra/shared-limits.ts), per process without it.
+  const limiter = deps.limits.buckets("graphql", config.rateLimit.rps, config.rateLimit.burst);
+  const openOperations = deps.limits.openOperations("graphql", config.rateLimit.maxSubscriptionsPerToken);
+  let socketSeq = 0;
+  // The client's address for the unauthenticated limits: X-Forwarded-For only from a trusted proxy.
+  const clientAddress = clientAddressResolver(config.trustedProxies);
   // Token hashes that authenticated recently: a request is counted against its token only once it is known valid.
   const known = new RecentSet();
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
@@ -140,6 +147,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   };
 
   const extraOf = (ctx: WsContext) => ctx.extra as SocketExtra;
+  type Live = NonNullable<SocketExtra["live"]>;
+  const release = (live: Live, id: string) => {
+    if (live.leases.delete(id)) openOperations.release(live.tokenId, `${live.leaseId}:${id}`);
+  };
+  /** Operations that ended without onComplete (an execution that failed): their slots go back. */
+  const releaseEnded = (live: Live) => {
+    for (const id of [...live.leases]) if (!live.isOpen(id)) release(live, id);
+  };
 
   // The bearer token's hash, computed once per HTTP request: the rate key, authentication and
   // `authenticated` all need it (a sha256 each otherwise).
@@ -176,7 +191,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       }
       if (url.pathname !== GRAPHQL_PATH) return false;
       const key = rateKeyOf(known, tokenHashOf(req), clientAddress(req));
-      const taken = limiter.take(key);
+      const taken = await limiter.take(key);
       if (taken.ok) return false;
       metrics.rateLimited("http");
       const seconds = retryAfterSeconds(taken.retryAfterMs);
@@ -208,7 +223,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         const bearer = bearerFrom(typeof raw === "string" ? raw : null);
         const tokenHash = bearer ? hashToken(bearer) : null;
         const key = rateKeyOf(known, tokenHash, clientAddress(extra.request));
-        const taken = limiter.take(key);
+        const taken = await limiter.take(key);
         if (!taken.ok) {
           metrics.rateLimited("ws_connect");
           // 1013 "Try Again Later": clients may reconnect, after a while.
@@ -243,6 +258,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           isOpen: (id: string) => id in ctx.subscriptions,
           close: (code: number, reason: string) => extra.socket.close(code, reason),
           rateKey: `token:${tokenHash!}`,
+          leaseId: `${++socketSeq}`,
+          leases: new Set<string>(),
         };
         extra.live = socket;
         sockets.add(socket);
@@ -250,18 +267,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (extra.socket.readyState !== extra.socket.OPEN) sockets.remove(socket);
         return true;
       },
-      /** Before an operation starts: the token's rate and its quota of open operations. */
-      admit(ctx: WsContext): GraphQLError[] | null {
+      /** Before an operation starts: the token's rate. */
+      async admit(ctx: WsContext): Promise<GraphQLError[] | null> {
         const live = extraOf(ctx).live;
         if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
-        const taken = limiter.take(live.rateKey);
+        const taken = await limiter.take(live.rateKey);
         if (!taken.ok) {
           metrics.rateLimited("ws_operation");
           return [rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} operations per second.`, taken.retryAfterMs)];
-        }
-        if (maxOps > 0 && sockets.operationsOf(live.tokenId) >= maxOps) {
-          metrics.rateLimited("ws_subscriptions");
-          return [rateLimitedError(`Too many open subscriptions: at most ${maxOps} per token. Complete one first.`)];
         }
         return null;
       },
@@ -270,20 +283,39 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (error instanceof GraphQLError) return [new GraphQLError(error.message, { extensions: { ...error.extensions, code: error.extensions?.code ?? "BAD_REQUEST" } })];
         throw error;
       },
-      /** Counts an operation that is starting (by its root field) toward the token's quota. */
-      track(ctx: WsContext, id: string, document: DocumentNode, operationName: string | null | undefined) {
+      /**
+       * Counts an operation that is starting (by its root field) toward the token's quota of open
+       * operations, across processes; its errors when the token has no room left.
+       */
+      async track(ctx: WsContext, id: string, document: DocumentNode, operationName: string | null | undefined): Promise<GraphQLError[] | null> {
         const live = extraOf(ctx).live;
-        if (!live) return;
+        if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
+        if (openOperations.enabled) {
+          releaseEnded(live);
+          const lease = `${live.leaseId}:${id}`;
+          if (!(await openOperations.acquire(live.tokenId, lease, () => sockets.operationsOf(live.tokenId)))) {
+            metrics.rateLimited("ws_subscriptions");
+            return [rateLimitedError(`Too many open subscriptions: at most ${maxOps} per token. Complete one first.`)];
+          }
+          live.leases.add(id);
+          // Ended while the lease was taken (the client completed it, the socket closed).
+          if (!live.isOpen(id) || extraOf(ctx).socket.readyState !== extraOf(ctx).socket.OPEN) release(live, id);
+        }
         const op = getOperationAST(document, operationName);
         const first = op?.selectionSet.selections[0];
         live.operations.set(id, first?.kind === Kind.FIELD ? first.name.value : (op?.operation ?? "unknown"));
+        return null;
       },
       onComplete(ctx: WsContext, id: string) {
-        extraOf(ctx).live?.operations.delete(id);
+        const live = extraOf(ctx).live;
+        live?.operations.delete(id);
+        if (live) release(live, id);
       },
       onClose(ctx: WsContext) {
         const live = extraOf(ctx).live;
-        if (live) sockets.remove(live);
+        if (!live) return;
+        sockets.remove(live);
+        for (const id of [...live.leases]) release(live, id);
       },
     },
 

@@ -1,5 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
+import { parseTrustedProxies } from "./trusted-proxies.js";
 
 /** Everything the process reads from its environment, validated once at start. */
 const EnvSchema = z.object({
@@ -7,6 +8,8 @@ const EnvSchema = z.object({
   /** A PostgreSQL schema to run in (tests give each file its own). */
   DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).optional(),
   REDIS_URL: z.string().optional(),
+  /** The prefix of the Redis keys the shared limits count under (deployments sharing one Redis keep apart). */
+  COUNTERSIGN_LIMITS_KEY_PREFIX: z.string().min(1).default("countersign:limits"),
   COUNTERSIGN_DATA_DIR: z.string().default("./.countersign"),
   COUNTERSIGN_BOOTSTRAP_TOKEN: z.string().min(16).optional(),
   COUNTERSIGN_PUBLIC_URL: z.string().url().optional(),
@@ -40,6 +43,17 @@ const EnvSchema = z.object({
   COUNTERSIGN_SEED_DEMO: z.enum(["auto", "never"]).default("auto"),
   /** The largest /graphql request body and WebSocket message, in bytes (HTTP 413 / close 1009). */
   COUNTERSIGN_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
+  /**
+   * Comma-separated addresses or CIDR ranges of the proxies in front (a load balancer): from a
+   * peer in it, the client's address for the unauthenticated rate limits is read from
+   * X-Forwarded-For. Empty (default): the socket's peer, whatever the header says.
+   */
+  COUNTERSIGN_TRUSTED_PROXIES: z.string().default(""),
+  /**
+   * After SIGTERM, how long /readyz answers 503 while the node keeps serving, so the balancer's
+   * health checks take it out before it stops accepting.
+   */
+  COUNTERSIGN_DRAIN_UNREADY_MS: z.coerce.number().int().min(0).max(20_000).default(5_000),
   PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   HOST: z.string().default("0.0.0.0"),
   /** Requests (and WebSocket operations) per second per token, or per client address without one; 0 turns the limit off. */
@@ -115,6 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       ? ({ kind: "postgres", url: e.DATABASE_URL, schema: e.DATABASE_SCHEMA } as const)
       : ({ kind: "pglite", dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR, "pgdata") } as const),
     redisUrl: e.REDIS_URL,
+    limitsKeyPrefix: e.COUNTERSIGN_LIMITS_KEY_PREFIX,
     dataDir: path.resolve(e.COUNTERSIGN_DATA_DIR),
     bootstrapToken: e.COUNTERSIGN_BOOTSTRAP_TOKEN,
     publicUrl: e.COUNTERSIGN_PUBLIC_URL,
@@ -135,6 +150,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     seedDemo: e.COUNTERSIGN_SEED_DEMO,
     maxBodyBytes: e.COUNTERSIGN_MAX_BODY_BYTES,
     port: e.PORT,
+    trustedProxies: parseProxies(e.COUNTERSIGN_TRUSTED_PROXIES),
+    drainUnreadyMs: e.COUNTERSIGN_DRAIN_UNREADY_MS,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     rateLimit: {
@@ -176,6 +193,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
     },
   };
+}
+
+function parseProxies(raw: string) {
+  try {
+    return parseTrustedProxies(raw);
+  } catch (error) {
+    throw new Error(`Invalid environment:\n  COUNTERSIGN_TRUSTED_PROXIES: ${(error as Error).message}`);
+  }
 }
 
 /** `https://a.example, https://b.example` → exact origins (scheme://host[:port], no path); `*` is refused. */

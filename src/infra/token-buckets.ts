@@ -1,11 +1,9 @@
 // Token buckets: one per key. A bucket holds `burst` takes and refills at `rps` per second; a
 // take succeeds or is refused with the time until one is back.
 //
-// In memory, per process: with several API processes behind a balancer, a key may take up to
-// (processes × rate). Hand-written (a few lines) rather than a library: nothing here needs Redis,
-// and a limiter must keep answering when Redis is down. Used by the API's request rate limits
-// (src/edge/rate-limit.ts keys a request), the embedded gateway's rate per virtual key
-// (src/app.ts) and the creation of personal organizations (src/services/personal-organizations.ts).
+// In memory, per process: the limits' store on the embedded default (no Redis), where one process
+// is the whole deployment. With REDIS_URL the same buckets are counted in Redis
+// (src/infra/shared-limits.ts), shared by every process.
 
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
 

@@ -26,8 +26,8 @@ export const CreatePersonalOrganizationInput = z.object({ name: DisplayName });
 export type PersonalOrganizationLimits = Config["personalOrganizations"];
 
 /**
- * How fast one person may open personal organizations. In-process here; a Redis-backed limiter
- * (shared by every API process) can take its place behind the same one method.
+ * How fast one person may open personal organizations. The app sets one shared by every API
+ * process (src/infra/shared-limits.ts, through useCreationLimiter); in-process otherwise.
  */
 export interface CreationLimiter {
   take(person: string): Promise<Take>;
@@ -41,6 +41,11 @@ export function inProcessCreationLimiter(limits: PersonalOrganizationLimits): Cr
 
 /** One limiter per configuration (per app): a process running two apps keeps them apart. */
 const limiters = new WeakMap<PersonalOrganizationLimits, CreationLimiter>();
+
+/** The limiter for a configuration's creations: the app's shared one (Redis with REDIS_URL), set at start. */
+export function useCreationLimiter(limits: PersonalOrganizationLimits, limiter: CreationLimiter): void {
+  limiters.set(limits, limiter);
+}
 const limiterFor = (limits: PersonalOrganizationLimits) => {
   let limiter = limiters.get(limits);
   if (!limiter) limiters.set(limits, (limiter = inProcessCreationLimiter(limits)));

@@ -166,7 +166,8 @@ export async function startServer(env: Record<string, string>, port?: number): P
   let out = "";
   const child = spawn(path.join(ROOT, "node_modules/.bin/tsx"), ["src/main.ts"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: String(p), HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_SEED_DEMO: "never", ...env },
+    // No unready period on SIGTERM unless a test asks (no balancer here to tell).
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: String(p), HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_SEED_DEMO: "never", COUNTERSIGN_DRAIN_UNREADY_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));

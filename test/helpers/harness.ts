@@ -43,6 +43,8 @@ export async function startTestApp(
     // Tests drive one token hard (1,000 subscriptions on one socket): limits are off unless a test sets them.
     COUNTERSIGN_RATE_LIMIT_RPS: "0",
     COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: "0",
+    // The shared limits' keys, apart per file (two apps on one schema share them, as two processes would).
+    COUNTERSIGN_LIMITS_KEY_PREFIX: `limits:${schemaName}`,
     ...options.env,
   });
   const db = await openPostgres(TEST_DATABASE_URL, schemaName);

@@ -1,0 +1,134 @@
+// Limits hold across processes: two Countersign apps on one database and one Redis (each with its
+// own Redis connection, as two processes behind a balancer have) share one allowance per token,
+// per virtual key and per person, and one cap on a token's open operations. Requests alternate
+// between the two, as a round-robin balancer sends them.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "graphql-ws";
+import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
+import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
+import { createSharedLimits } from "../../src/infra/shared-limits.js";
+import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
+import { newSchemaName, startTestApp, type TestApp } from "../helpers/harness.js";
+import { ops, person, PLAN, READ, seedStack, seedWorkspace } from "../gate/helpers.js";
+import { subscribe } from "../gate/ws.js";
+import { trackedClient, within } from "./ws.js";
+
+const VIEWER = `query Viewer { viewer { id } }`;
+const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) { planId version } }`;
+const CREATE = `mutation($input: CreatePersonalOrganizationInput!) {
+  createPersonalOrganization(input: $input) { __typename ... on LimitExceededError { limit retryAfterSeconds } }
+}`;
+
+// One refill every 5 s: nothing comes back mid-test on a loaded machine.
+const ENV = {
+  COUNTERSIGN_RATE_LIMIT_RPS: "0.2",
+  COUNTERSIGN_RATE_LIMIT_BURST: "6",
+  COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: "2",
+  COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: "100",
+  COUNTERSIGN_PERSONAL_ORG_CREATE_BURST: "2",
+  COUNTERSIGN_PERSONAL_ORG_CREATE_PER_HOUR: "1",
+  COUNTERSIGN_GATEWAY_EMBEDDED: "on",
+  COUNTERSIGN_APPROVAL_SECRET: "shared-limits-approval-secret-0123456789abcdef",
+  COUNTERSIGN_GATEWAY_SERVICE_TOKEN: "shared-limits-service-token-0123456789",
+  COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS: "0.2",
+  COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST: "3",
+};
+
+let a: TestApp;
+let b: TestApp;
+const bases: string[] = [];
+let org: OrgFixture;
+const clients: Client[] = [];
+
+beforeAll(async () => {
+  const schemaName = newSchemaName();
+  a = await startTestApp({ schemaName, env: ENV });
+  b = await startTestApp({ schemaName, env: ENV });
+  bases.push(await a.listen(), await b.listen());
+  org = await createOrg(a.db);
+});
+afterAll(async () => {
+  for (const c of clients) await c.dispose();
+  await b?.close();
+  await a?.close();
+});
+
+const post = (base: string, token: string) =>
+  fetch(`${base}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify({ query: VIEWER }) });
+
+describe("limits shared by two processes", () => {
+  it("both apps count in Redis; without REDIS_URL a process counts in memory", () => {
+    expect(a.app.services.limits.kind).toBe("redis");
+    expect(b.app.services.limits.kind).toBe("redis");
+    expect(createSharedLimits({ keyPrefix: "unused" }).kind).toBe("memory");
+  });
+
+  it("a token's burst of 6 is 6 across both processes, not 6 on each", async () => {
+    const m = await addMember(a.db, org.orgId, { role: "admin" });
+    // Each process learns the token on its first request (charged to the address).
+    for (const base of bases) expect((await post(base, m.token)).status).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = await post(bases[i % 2]!, m.token);
+      statuses.push(res.status);
+      await res.arrayBuffer();
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 429, 429, 429, 429]);
+  });
+
+  it("a token's cap of 2 open subscriptions is 2 across both processes; completing one on one process makes room on the other", async () => {
+    const m = await addMember(a.db, org.orgId, { role: "admin" });
+    const stackId = (await seedStack(a, org.orgId)).id;
+    const w = await seedWorkspace(a, org.orgId, stackId, 1);
+    const runner = await person(a, org.orgId, "runner", [READ, PLAN]);
+    const plan = await ops(a).submit(runner.token, w.id, [{ address: "aws_s3_bucket.logs", action: "CREATE" }]);
+    const [onA, onB] = bases.map((base) => trackedClient(base, m.token).client);
+    clients.push(onA!, onB!);
+    const first = subscribe(onA!, PLAN_GATE, { planId: plan.id }, (d) => d.planGate);
+    const second = subscribe(onB!, PLAN_GATE, { planId: plan.id }, (d) => d.planGate);
+    await first.next();
+    await second.next();
+    for (const client of [onA!, onB!]) {
+      const over = subscribe(client, PLAN_GATE, { planId: plan.id }, (d) => d.planGate);
+      await within(over.completed, 3_000, "the third subscription being refused");
+      expect(JSON.stringify(over.errors)).toContain("Too many open subscriptions");
+    }
+    first.dispose();
+    const fourth = subscribe(onB!, PLAN_GATE, { planId: plan.id }, (d) => d.planGate);
+    await within(fourth.next(), 3_000, "a subscription in the freed slot");
+    second.dispose();
+    fourth.dispose();
+  });
+
+  it("a person's 2 personal organizations at once are 2 across both processes", async () => {
+    const someone = await addMember(a.db, (await createOrg(a.db)).orgId);
+    const opened = [];
+    for (const app of [a, b, a, b]) opened.push((await app.gql(CREATE, { input: { name: "Mine" } }, someone.token)).data.createPersonalOrganization);
+    expect(opened.map((o: { __typename: string }) => o.__typename)).toEqual([
+      "MutationCreatePersonalOrganizationSuccess",
+      "MutationCreatePersonalOrganizationSuccess",
+      "LimitExceededError",
+      "LimitExceededError",
+    ]);
+  });
+
+  it("a virtual key's gateway burst of 3 is 3 across both processes", async () => {
+    const stack = await a.db.prisma.stack.create({ data: { orgId: org.orgId, name: "shared-limits" } });
+    const ws = await a.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "shared-limits", environment: "prod", production: true } });
+    await a.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github", url: DEMO_UPSTREAM_URL } });
+    const key = generateVirtualKey();
+    await a.db.prisma.virtualKey.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "agent", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: org.adminId } });
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.list_repos", arguments: {} } });
+    const call = async (base: string) => {
+      const res = await fetch(`${base}/gateway/v1/mcp`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${key}` }, body });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    // Each process proves the key live on its first call (charged to the address).
+    for (const base of bases) expect(await call(base)).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push(await call(bases[i % 2]!));
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
+  });
+});
