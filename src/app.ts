@@ -18,7 +18,7 @@ import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, sendJson, type HttpRoute } from "./edge/http.js";
-import { keyLabel } from "./edge/rate-limit.js";
+import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
 import { retryAfterSeconds } from "./infra/token-buckets.js";
 import { createSharedLimits, type RateBuckets, type SharedLimits } from "./infra/shared-limits.js";
 import { useCreationLimiter } from "./services/personal-organizations.js";
@@ -76,6 +76,7 @@ function createServices(deps: Infra): Services {
         maxBodyBytes: deps.config.maxBodyBytes,
         allowedOrigins: edge.allowedOrigins,
         rateLimit: edge.rps > 0 ? loggedLimiter(limits.buckets("gateway", edge.rps, edge.burst), deps.logger) : null,
+        clientAddress: clientAddressResolver(deps.config.trustedProxies),
       }),
     );
   }

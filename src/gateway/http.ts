@@ -42,6 +42,12 @@ export type GatewayHttpOptions = {
   allowedOrigins?: readonly string[];
   /** The request rate; default none (unlimited). Countersign passes its configured limiter. */
   rateLimit?: GatewayRateLimiter | null;
+  /**
+   * The client's address a request without a proven key is counted against. Default: the
+   * socket's peer. Countersign passes its trusted-proxy resolver (X-Forwarded-For only from a
+   * configured proxy), so a proxy's own address is never everyone's.
+   */
+  clientAddress?: (req: IncomingMessage) => string | undefined;
 };
 
 /** One request's turn: taken, or refused with the time until one is back. */
@@ -87,6 +93,7 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
   const approvalsPrefix = options.approvalsPath === undefined ? "/v1/approvals/" : options.approvalsPath === null ? null : `${options.approvalsPath.replace(/\/+$/, "")}/`;
   const allowedOrigins = new Set(options.allowedOrigins ?? []);
   const limiter = options.rateLimit ?? null;
+  const addressOf = options.clientAddress ?? ((req: IncomingMessage) => req.socket.remoteAddress);
   // Virtual-key hashes that proved live on this process in the last minute: a request with one is
   // counted against its key and its body is read without asking the database first (the call
   // itself still checks the key, so a revoked key is refused all the same).
@@ -110,7 +117,7 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
       // The service's own calls are not limited: only a request without the token counts, per address.
       const service = gateway.authenticateService({ authorization });
       if (service === "ok") return true;
-      if (!(await take(`addr:${req.socket.remoteAddress ?? "unknown"}`, res, route))) return false;
+      if (!(await take(`addr:${addressOf(req) ?? "unknown"}`, res, route))) return false;
       if (service === "disabled") return refusal(res, route, 404, "resume_disabled", "this gateway has no service token configured");
       return refusal(res, route, 401, "service_unauthorized", "send the gateway service token as `Authorization: Bearer <token>`");
     }
@@ -118,7 +125,7 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
     const keyHash = presented ? sha256Hex(presented) : null;
     const isKnown = keyHash !== null && known.has(keyHash);
     // A key counts against itself only once it proved live: inventing keys buys no fresh allowance.
-    if (!(await take(isKnown ? `vkey:${keyHash}` : `addr:${req.socket.remoteAddress ?? "unknown"}`, res, route))) return false;
+    if (!(await take(isKnown ? `vkey:${keyHash}` : `addr:${addressOf(req) ?? "unknown"}`, res, route))) return false;
     if (isKnown) return true;
     if (keyHash === null || !(await gateway.authenticate({ authorization }))) {
       return refusal(res, route, 401, "unauthorized", "send a live virtual key as `Authorization: Bearer <key>`", { "www-authenticate": 'Bearer realm="countersign-gateway"' }, GATEWAY_JSONRPC.unauthorized);

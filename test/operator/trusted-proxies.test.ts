@@ -51,15 +51,26 @@ describe("the client address of a request", () => {
 let t: TestApp;
 let port: number;
 beforeAll(async () => {
-  t = await startTestApp({ env: { COUNTERSIGN_RATE_LIMIT_RPS: "0.2", COUNTERSIGN_RATE_LIMIT_BURST: "2", COUNTERSIGN_TRUSTED_PROXIES: "127.0.0.2/32" } });
+  t = await startTestApp({
+    env: {
+      COUNTERSIGN_RATE_LIMIT_RPS: "0.2",
+      COUNTERSIGN_RATE_LIMIT_BURST: "2",
+      COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS: "0.2",
+      COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST: "2",
+      COUNTERSIGN_GATEWAY_EMBEDDED: "on",
+      COUNTERSIGN_APPROVAL_SECRET: "trusted-proxies-approval-secret-0123456789abcdef",
+      COUNTERSIGN_GATEWAY_SERVICE_TOKEN: "trusted-proxies-service-token-0123456789abcdef",
+      COUNTERSIGN_TRUSTED_PROXIES: "127.0.0.2/32",
+    },
+  });
   port = Number(new URL(await t.listen()).port);
 });
 afterAll(() => t?.close());
 
-const post = (from: string, xff?: string) =>
+const post = (from: string, xff?: string, path = "/graphql") =>
   new Promise<number>((resolve, reject) => {
     const req = request(
-      { host: "127.0.0.1", port, localAddress: from, path: "/graphql", method: "POST", agent: false, headers: { "content-type": "application/json", ...(xff ? { "x-forwarded-for": xff } : {}) } },
+      { host: "127.0.0.1", port, localAddress: from, path, method: "POST", agent: false, headers: { "content-type": "application/json", ...(xff ? { "x-forwarded-for": xff } : {}) } },
       (res) => (res.resume(), resolve(res.statusCode ?? 0)),
     );
     req.on("error", reject);
@@ -79,5 +90,21 @@ describe("unauthenticated limits behind a trusted proxy", () => {
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push(await post("127.0.0.1", `203.0.113.${100 + i}`));
     expect(statuses).toEqual([200, 200, 429, 429]);
+  });
+});
+
+// The gateway counts a request without a proven virtual key against the same client address.
+const GATEWAY = "/gateway/v1/mcp";
+
+describe("the gateway's per-address limit behind a trusted proxy", () => {
+  it("each agent behind the trusted proxy has its own allowance; the proxy's address is not everyone's", async () => {
+    expect([await post("127.0.0.2", "203.0.113.11", GATEWAY), await post("127.0.0.2", "203.0.113.11", GATEWAY), await post("127.0.0.2", "203.0.113.11", GATEWAY)]).toEqual([401, 401, 429]);
+    expect([await post("127.0.0.2", "203.0.113.12", GATEWAY), await post("127.0.0.2", "203.0.113.12", GATEWAY), await post("127.0.0.2", "203.0.113.12", GATEWAY)]).toEqual([401, 401, 429]);
+  });
+
+  it("an untrusted peer's X-Forwarded-For is ignored by the gateway too", async () => {
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push(await post("127.0.0.3", `203.0.113.${150 + i}`, GATEWAY));
+    expect(statuses).toEqual([401, 401, 429, 429]);
   });
 });
