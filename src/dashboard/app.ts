@@ -85,16 +85,31 @@ const unsubscribers: Array<() => void> = [];
 
 // The plan page's actions, run link and diff (plan-page.ts), and the inbox's decided calls (decided-calls.ts).
 const planPage = createPlanPage({
-  request,
+  request: sessionRequest,
   mayApprove: (workspaceId) => mayApprove(workspaceId, state.detail?.gate),
-  toast,
+  toast: sessionToast,
   viewerId: () => state.viewer?.id ?? null,
   changed: async (workspaceId) => {
     await refetchWorkspace(workspaceId).catch(() => {});
     if (state.detail) await refetchDetail(state.detail.planId).catch(() => {});
   },
 });
-const decidedCalls = createDecidedCalls({ request, toast });
+const decidedCalls = createDecidedCalls({ request: sessionRequest, toast: sessionToast });
+
+/** The plan page's and decided calls' reads: a rejected token ends the session, like every other read. */
+async function sessionRequest<TResult, TVariables>(document: TypedDocumentString<TResult, TVariables>, variables?: TVariables): Promise<TResult> {
+  try {
+    return await request(document, variables);
+  } catch (error) {
+    if ((error as ApiError).code === "UNAUTHENTICATED") endSession(TOKEN_ENDED);
+    throw error;
+  }
+}
+
+/** Their messages: none once signed out (the sign-in page says why, once). */
+function sessionToast(message: string, kind?: "error" | "ok"): void {
+  if (state.token) toast(message, kind);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Transport
