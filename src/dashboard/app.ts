@@ -37,6 +37,7 @@ import { coalesced } from "./coalesce.js";
 import { TOKEN_STORAGE_KEY as TOKEN_KEY } from "./session.js";
 import { createPlanPage } from "./plan-page.js";
 import { createDecidedCalls } from "./decided-calls.js";
+import { h, time, type Child } from "./dom.js";
 
 type Live = "connecting" | "live" | "reconnecting" | "resuming" | "offline";
 
@@ -567,25 +568,7 @@ function release(workspaceId: string, id: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Rendering (DOM nodes only: every server string goes in as text, never as HTML)
 
-type Child = Node | string | null | undefined | false;
-
-function h(tag: string, attrs: Record<string, string | boolean | ((e: Event) => void)> = {}, ...children: Child[]): HTMLElement {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (typeof v === "function") el.addEventListener(k.replace(/^on/, ""), v);
-    else if (v === true) el.setAttribute(k, "");
-    else if (v !== false) el.setAttribute(k, v);
-  }
-  for (const c of children) if (c !== null && c !== undefined && c !== false) el.append(c);
-  return el;
-}
-
 const $ = (id: string) => document.getElementById(id)!;
-
-function time(iso: string): string {
-  const d = new Date(iso);
-  return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
-}
 
 function holder(r: Pick<ReservationFieldsFragment, "holderUser" | "holderRole">): string {
   return r.holderUser?.name ?? (r.holderRole ? `role ${r.holderRole.name}` : "?");
