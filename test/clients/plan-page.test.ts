@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { addMember } from "../helpers/fixtures.js";
 import { op, seedGate, type GateSeed } from "./seed.js";
+import { expectAccessible, expectNoSidewaysScroll } from "./browser.js";
 import { ReportPlanResultDocument, SubmitPlanDocument } from "../../src/generated/graphql/graphql.js";
 import { SHOW_JSON } from "../gate/show-json.js";
 
@@ -50,6 +51,18 @@ afterAll(async () => {
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
+/** Accessible (axe: no violation) and no sideways scroll, at 1280 px and at 390 px. */
+async function expectEveryWidth(page: Page, view: string): Promise<void> {
+  await expectAccessible(page, `${view} at 1280 px`);
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    await expectNoSidewaysScroll(page, `${view} at 390 px`);
+    await expectAccessible(page, `${view} at 390 px`);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 860 });
+  }
+}
+
 const poll = <T>(read: () => Promise<T> | T) => expect.poll(read, { timeout: 15_000, interval: 50 });
 
 async function open(token: string, hash: string): Promise<{ page: Page; problems: string[] }> {
@@ -83,6 +96,7 @@ describe("the plan page", { timeout: 60_000 }, () => {
     const bucket = detail.locator('details.resource[data-address="aws_s3_bucket.logs"]');
     expect(await bucket.locator('tr[data-path="arn"]').innerText()).toContain("(known after apply)");
     expect(await page.content()).not.toContain("hunter2");
+    await expectEveryWidth(page, "plan page with its diff and actions");
 
     // Approve with a comment: the gate passes, the comment shows, Apply appears.
     await detail.locator("#approve-comment").fill("Checked the instance size with the data team.");
@@ -172,6 +186,7 @@ describe("the inbox's decided calls", { timeout: 60_000 }, () => {
     expect(await outcome(ids[1]!)).toBe("denied");
     expect(await outcome(ids[2]!)).toBe("expired");
     expect(await decided.locator(`li[data-request-id="${ids[0]}"]`).innerText()).toMatch(new RegExp(`held .*\\$120.* id ${ids[0]!.slice(0, 12)}`));
+    await expectEveryWidth(page, "inbox with decided calls");
     await decided.scrollIntoViewIfNeeded();
     await screenshot(page, "inbox-decided.png");
     expect(problems).toEqual([]);
