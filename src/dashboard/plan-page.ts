@@ -123,7 +123,8 @@ export function createPlanPage(deps: PlanPageDeps) {
       );
     }
     const row: HTMLElement[] = [];
-    if (can.approve && gatePassed) row.push(button("apply", "Apply", "Starting the apply…", () => void apply(plan)));
+    // The API's rule: a plan whose gate passed may be applied by whoever may approve or read it.
+    if (gatePassed) row.push(button("apply", "Apply", "Starting the apply…", () => void apply(plan)));
     if (can.plan || can.approve) {
       row.push(
         confirmingDiscard

@@ -104,6 +104,11 @@ describe("the plan page", { timeout: 60_000 }, () => {
     await poll(() => detail.locator("[data-testid=gate-verdict]").textContent()).toBe("PASSED");
     await poll(() => detail.locator(".comments").innerText()).toContain("Checked the instance size with the data team.");
     await screenshot(page, "plan-page.png");
+    // Once the gate passed, a reader may apply too (the API's rule), so the reader sees Apply.
+    const reader = await addMember(t.db, s.orgId, { name: `apply reader ${process.pid}`, grants: [{ resourceType: "workspace", action: "read" }, { resourceType: "stack", action: "read" }] });
+    const readerPage = await open(reader.token, `#plan/${planId}`);
+    await poll(() => readerPage.page.locator(`#plan-detail[data-plan-id="${planId}"] #plan-page button[data-action]`).evaluateAll((els) => els.map((e) => e.getAttribute("data-action")))).toEqual(["apply"]);
+    await readerPage.page.close();
 
     await detail.locator("button[data-action=apply]").click();
     await poll(() => detail.locator("[data-testid=plan-status]").textContent()).toBe("applying");
