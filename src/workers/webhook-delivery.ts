@@ -151,11 +151,14 @@ interface TickReads {
   /** The webhook's owner (webhookOwnerAuthz), one principal per webhook. */
   owner(webhook: Webhook): Authz | null;
   workspaces: EventWorkspaceRead;
+  /** Whether the organization has a Slack app taking clicks (its messages then carry buttons). */
+  hasSlackApp(orgId: string): Promise<boolean>;
 }
 
 function tickReads(db: Database): TickReads {
   const webhooks = new Map<string, Promise<Webhook | null>>();
   const owners = new Map<string, Authz | null>();
+  const slackApps = new Map<string, Promise<boolean>>();
   return {
     webhook(id) {
       let read = webhooks.get(id);
@@ -171,6 +174,15 @@ function tickReads(db: Database): TickReads {
       return owners.get(webhook.id)!;
     },
     workspaces: eventWorkspaceReader(db.sql),
+    hasSlackApp(orgId) {
+      let read = slackApps.get(orgId);
+      if (!read) {
+        read = db.sql.query<{ id: string }>(`SELECT id FROM slack_integrations WHERE "orgId" = $1 LIMIT 1`, [orgId]).then((rows) => rows.length > 0);
+        read.catch(() => slackApps.delete(orgId));
+        slackApps.set(orgId, read);
+      }
+      return read;
+    },
   };
 }
 
@@ -218,12 +230,6 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     );
   }
 
-  /** Whether the organization has a Slack app taking clicks (its messages then carry buttons). */
-  async function hasSlackApp(orgId: string): Promise<boolean> {
-    const rows = await db.sql.query<{ id: string }>(`SELECT id FROM slack_integrations WHERE "orgId" = $1`, [orgId]);
-    return rows.length > 0;
-  }
-
   async function deliver(job: Leased, reads: TickReads): Promise<void> {
     const webhook = await reads.webhook(job.webhookId);
     if (!webhook) return; // deleted: its deliveries went with it
@@ -242,7 +248,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
       return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
     }
-    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload, await hasSlackApp(webhook.orgId)) : view.payload);
+    const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload, await reads.hasSlackApp(webhook.orgId)) : view.payload);
     const outcome = await post(
       new URL(webhook.url),
       body,
