@@ -612,7 +612,7 @@ const planSubmit: Command = async ({ api, args, options, io }) => {
   // The text as is: the server parses it and names the path of anything wrong in it.
   const runUrl = options["run-url"];
   const plan = unwrap(
-    (await api.request(SubmitPlanDocument, { input: { workspaceId: w.id, plan: text, ...(targets.length ? { targets } : {}), ...(runUrl !== undefined ? { runUrl } : {}) } }))
+    (await api.request(SubmitPlanDocument, { input: { workspaceId: w.id, plan: text, ...(targets.length ? { targets } : {}), ...(runUrl !== undefined ? { runUrl } : {}), origin: "CLI" } }))
       .submitPlan,
   );
   if (options.json) json(io, plan);

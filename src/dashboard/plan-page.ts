@@ -1,6 +1,6 @@
 // The plan page's own work (beyond the gate, which app.ts renders): approve with an optional
 // comment, apply, discard — the API's own mutations, so the same gate and permission checks —
-// the CI run's link, the apply's result message, the approvers' comments, the self-approval
+// where it came from (CLI, API, HCP Terraform run, GitHub deployment) with the run's link, the apply's result message, the approvers' comments, the self-approval
 // rule when the workspace has it, and what the plan changes (diff-view.ts). The buttons follow
 // the viewer's permissions on the workspace (viewerCan); the server decides every action anyway.
 //
@@ -39,6 +39,14 @@ export interface PlanPageDeps {
 
 export const MAX_COMMENT = 2000;
 
+/** How the plan page names each origin (PlanOriginKind); a kind added to the API fails the type check here. */
+const ORIGIN_LABELS: Record<Plan["origin"]["kind"], string> = {
+  API: "the API",
+  CLI: "the CLI",
+  HCP_TERRAFORM_RUN: "an HCP Terraform run",
+  GITHUB_DEPLOYMENT: "a GitHub deployment",
+};
+
 /** A mutation result union: the success's data, or its typed error's message thrown. */
 function unwrap<T>(result: { __typename: string; data?: T; message?: string }): T {
   if (result.data !== undefined) return result.data;
@@ -64,19 +72,11 @@ export function createPlanPage(deps: PlanPageDeps) {
     host.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
   }
 
-  function runAndResult(plan: Plan): HTMLElement | null {
-    const href = plan.runUrl ? safeHref(plan.runUrl) : null;
-    if (!href && !plan.resultMessage) return null;
+  function runAndResult(plan: Plan): HTMLElement {
     return h(
       "div",
       { class: "run" },
-      href &&
-        h(
-          "p",
-          { class: "meta", "data-testid": "run-link" },
-          "CI run: ",
-          h("a", { href, target: "_blank", rel: "noopener noreferrer", class: "link" }, href),
-        ),
+      originLine(plan),
       plan.resultMessage &&
         h(
           "p",
@@ -85,6 +85,19 @@ export function createPlanPage(deps: PlanPageDeps) {
           plan.resultMessage,
           plan.finishedAt ? h("span", { class: "meta" }, ` (${time(plan.finishedAt)})`) : null,
         ),
+    );
+  }
+
+  /** Where the plan came from, with its link: "From the CLI: <run>", "From an HCP Terraform run: <run>". */
+  function originLine(plan: Plan): HTMLElement {
+    const href = plan.origin.url ? safeHref(plan.origin.url) : null;
+    const label = ORIGIN_LABELS[plan.origin.kind];
+    return h(
+      "p",
+      { class: "meta", "data-testid": "origin" },
+      `From ${label}`,
+      href ? ": " : null,
+      href ? h("a", { href, target: "_blank", rel: "noopener noreferrer", class: "link", "data-testid": "run-link" }, href) : null,
     );
   }
 

@@ -7,6 +7,7 @@
 
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
+import type { PlanOriginKind } from "../generated/prisma/client.js";
 import {
   CHANGE_ACTIONS,
   MAX_PLAN_CHANGES,
@@ -114,6 +115,9 @@ export const RunUrl = z
     if (url.username !== "" || url.password !== "") ctx.addIssue({ code: "custom", message: "A run URL must not carry a user name or password: every plan reader sees it." });
   });
 
+/** The origins a client may claim for its own submission; the others belong to integrations. */
+export const CLIENT_PLAN_ORIGINS = ["api", "cli"] as const satisfies readonly PlanOriginKind[];
+
 export const SubmitPlanInput = z
   .object({
     workspaceId: z.string().min(1),
@@ -127,6 +131,8 @@ export const SubmitPlanInput = z
     targeted: z.boolean().optional(),
     targets: z.array(z.string()).max(MAX_TARGETS, `At most ${MAX_TARGETS} targets.`).default([]),
     runUrl: RunUrl.nullish(),
+    /** Which client submitted it: the API (the default) or the CLI. Integrations set their own kind. */
+    origin: z.enum(CLIENT_PLAN_ORIGINS).optional(),
   })
   .superRefine((input, ctx) => {
     const given = Number(input.plan !== undefined && input.plan !== null) + Number(input.changes !== undefined);
@@ -149,7 +155,7 @@ export const SubmitPlanInput = z
  * transaction, holding the workspace row: the plan and its changes are written and every older
  * planned plan on the workspace is superseded by it.
  */
-export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) {
+export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown, integration?: { origin: PlanOriginKind }) {
   const input = parseInput(SubmitPlanInput, raw);
   const parsed = parsePlanChanges(input.changes ?? input.plan);
   if (!parsed.ok) throw planIssuesError(input.changes ? "input.changes" : "input.plan", parsed.issues);
@@ -170,6 +176,7 @@ export async function submitPlan({ db, authz, events }: GateDeps, raw: unknown) 
         targets: [...new Set(input.targets)].sort(),
         submittedById: viewer.userId,
         runUrl: input.runUrl ?? null,
+        originKind: integration?.origin ?? input.origin ?? "api",
       },
     });
     if (diff) await tx.planDiff.create({ data: { planId, diff: diff.diff as object, bytes: diff.bytes } });
@@ -426,4 +433,13 @@ export async function targetedPlanPicker(deps: Pick<GateDeps, "db" | "authz">, r
     chosen: input.addresses,
   });
   return { ...result, workspaceId: workspace.id, currentPlanId: current?.id ?? null };
+}
+
+/**
+ * An integration recognizes a plan a client submitted as its own (a GitHub deployment whose
+ * workflow submitted the plan with its run's URL): the plan page then says where it came from.
+ * Only integrations call this; a client cannot claim an integration's origin.
+ */
+export async function setPlanOrigin(db: Database, planId: string, origin: Exclude<PlanOriginKind, (typeof CLIENT_PLAN_ORIGINS)[number]>): Promise<void> {
+  await db.prisma.plan.update({ where: { id: planId }, data: { originKind: origin } });
 }

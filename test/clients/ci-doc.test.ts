@@ -198,7 +198,7 @@ describe("docs/ci.md", { timeout: 90_000 }, () => {
     expect(done.stdout).toContain("terraform apply");
     expect(done.stdout).toContain(`Plan ${planId} is applied.`);
     const plan = await planRow(planId);
-    expect(plan).toMatchObject({ status: "applied", submittedById: ci.userId, applyStartedById: ci.userId, targeted: false });
+    expect(plan).toMatchObject({ status: "applied", submittedById: ci.userId, applyStartedById: ci.userId, targeted: false, originKind: "cli" });
     // The terraform-show document's changes: no-op and read ignored, delete+create is replace.
     expect(plan.changes.map((c) => [c.address, c.action])).toEqual([
       ["aws_db_instance.main", "delete"],

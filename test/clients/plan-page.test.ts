@@ -76,8 +76,10 @@ async function open(token: string, hash: string): Promise<{ page: Page; problems
   return { page, problems };
 }
 
+/** Submitted as the CLI submits it (origin CLI, with the run's link), or through the bare API without a link. */
 async function submitShowJson(runUrl: string | null = RUN_URL): Promise<string> {
-  const r = (await op(t, SubmitPlanDocument, { input: { workspaceId: s.workspaceId, plan: SHOW_JSON, ...(runUrl ? { runUrl } : {}) } }, s.runner.token)).submitPlan;
+  const input = { workspaceId: s.workspaceId, plan: SHOW_JSON, ...(runUrl ? { runUrl, origin: "CLI" as const } : {}) };
+  const r = (await op(t, SubmitPlanDocument, { input }, s.runner.token)).submitPlan;
   if (r.__typename !== "MutationSubmitPlanSuccess") throw new Error(JSON.stringify(r));
   return r.data.id;
 }
@@ -88,7 +90,8 @@ describe("the plan page", { timeout: 60_000 }, () => {
     const { page, problems } = await open(s.approver.token, `#plan/${planId}`);
     const detail = page.locator(`#plan-detail[data-plan-id="${planId}"]`);
     await poll(() => detail.locator("[data-testid=change-summary]").textContent()).toBe("Plan: 2 to add, 1 to change, 2 to destroy.");
-    expect(await detail.locator("[data-testid=run-link] a").getAttribute("href")).toBe(RUN_URL);
+    expect(await detail.locator("[data-testid=origin]").innerText()).toBe(`From the CLI: ${RUN_URL}`);
+    expect(await detail.locator("[data-testid=run-link]").getAttribute("href")).toBe(RUN_URL);
 
     const db = detail.locator('details.resource[data-address="aws_db_instance.main"]');
     expect(await db.locator('tr[data-path="instance_class"]').innerText()).toMatch(/"db\.t3\.micro"\s*→\s*"db\.t3\.large"/);
@@ -124,6 +127,7 @@ describe("the plan page", { timeout: 60_000 }, () => {
     const { page, problems } = await open(s.runner.token, `#plan/${planId}`);
     const detail = page.locator(`#plan-detail[data-plan-id="${planId}"]`);
     await poll(() => detail.locator("button[data-action=discard]").count()).toBe(1);
+    expect(await detail.locator("[data-testid=origin]").innerText()).toBe("From the API");
     expect(await detail.locator("[data-testid=run-link]").count()).toBe(0);
     await detail.locator("button[data-action=discard]").click();
     await detail.locator("button[data-action=discard-confirm]").click();

@@ -6,6 +6,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_ATTRIBUTES_PER_RESOURCE, MAX_PLAN_DIFF_BYTES, MAX_VALUE_CHARS, planDiffOf } from "../../src/domain/gate/index.js";
+import { setPlanOrigin } from "../../src/services/plans.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 import { createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { APPROVE, ERROR_FIELDS, PLAN, READ, ops, person, seedStack, seedWorkspace, type Person } from "./helpers.js";
@@ -138,6 +139,39 @@ describe("the CI run's link", () => {
       expect(await t.db.prisma.plan.count({ where: { orgId: org.orgId } })).toBe(before);
     });
   }
+});
+
+describe("where a plan came from", () => {
+  const ORIGIN = `query($id: ID!) { plan(id: $id) { origin { kind url } } }`;
+  const origin = async (id: string) => (await t.gql(ORIGIN, { id }, reader.token)).data.plan.origin;
+  const CHANGES = [{ address: "a.b", action: "CREATE" }];
+
+  it("the API unless the client says CLI; the link is the run URL", async () => {
+    const bare = await submitJson({ changes: CHANGES });
+    expect(await origin(bare.data.id)).toEqual({ kind: "API", url: null });
+    const cli = await submitJson({ changes: CHANGES, origin: "CLI", runUrl: "https://ci.example.com/acme/infra/runs/43" });
+    expect(await origin(cli.data.id)).toEqual({ kind: "CLI", url: "https://ci.example.com/acme/infra/runs/43" });
+  });
+
+  it("a client cannot claim an integration's origin: every kind beyond the client's own is refused, nothing stored", async () => {
+    const kinds = (await t.gql(`{ __type(name: "PlanOriginKind") { enumValues { name } } }`)).data.__type.enumValues.map((v: { name: string }) => v.name);
+    const clients = (await t.gql(`{ __type(name: "PlanSubmitOrigin") { enumValues { name } } }`)).data.__type.enumValues.map((v: { name: string }) => v.name);
+    const integrations = kinds.filter((k: string) => !clients.includes(k));
+    expect(integrations.length).toBeGreaterThan(0);
+    const w = await seedWorkspace(t, org.orgId, stackId, 1);
+    for (const kind of integrations) {
+      const before = await t.db.prisma.plan.count({ where: { orgId: org.orgId } });
+      const res = await t.gql(SUBMIT_JSON, { input: { workspaceId: w.id, changes: CHANGES, origin: kind } }, runner.token);
+      expect(res.errors?.[0]?.message, kind).toMatch(/PlanSubmitOrigin/);
+      expect(await t.db.prisma.plan.count({ where: { orgId: org.orgId } })).toBe(before);
+    }
+  });
+
+  it("an integration that recognizes a plan marks it as its own", async () => {
+    const cli = await submitJson({ changes: CHANGES, origin: "CLI", runUrl: "https://github.com/acme/infra/actions/runs/7" });
+    await setPlanOrigin(t.db, cli.data.id, "github_deployment");
+    expect(await origin(cli.data.id)).toEqual({ kind: "GITHUB_DEPLOYMENT", url: "https://github.com/acme/infra/actions/runs/7" });
+  });
 });
 
 describe("approving with a comment", () => {

@@ -32,6 +32,7 @@ import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
 import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
 import { ERRORS, notFoundAsNull, deps, loadUser, SIGNED_IN } from "../helpers.js";
 import type { Context } from "../context.js";
+import type { PlanOriginKind } from "../../generated/prisma/client.js";
 import { clean } from "./input.js";
 
 builder.prismaObject("ResourceChange", {
@@ -140,6 +141,29 @@ const PlanDiffRef = builder.objectRef<{ stored: StoredPlanDiff; bytes: number }>
   }),
 });
 
+const PlanOriginKindEnum = builder.enumType("PlanOriginKind", {
+  description: "Where a plan came from.",
+  values: {
+    API: { value: "api", description: "Submitted through the API." },
+    CLI: { value: "cli", description: "Submitted with `countersign plan submit`." },
+    HCP_TERRAFORM_RUN: { value: "hcp_terraform_run", description: "Submitted by an HCP Terraform / Terraform Enterprise run task." },
+    GITHUB_DEPLOYMENT: { value: "github_deployment", description: "The plan of a GitHub deployment held by Countersign's deployment protection rule." },
+  } as const,
+});
+
+const PlanSubmitOriginEnum = builder.enumType("PlanSubmitOrigin", {
+  description: "The client submitting a plan. The integration kinds of PlanOriginKind are set by the integrations alone.",
+  values: { API: { value: "api" }, CLI: { value: "cli" } } as const,
+});
+
+const PlanOriginRef = builder.objectRef<{ kind: PlanOriginKind; url: string | null }>("PlanOrigin").implement({
+  description: "Where a plan came from, with a link to it (the CI run, the HCP Terraform run, the GitHub Actions run) when known.",
+  fields: (t) => ({
+    kind: t.field({ type: PlanOriginKindEnum, resolve: (o) => o.kind }),
+    url: t.exposeString("url", { nullable: true, description: "An http(s) URL without credentials; null when the submitter gave none." }),
+  }),
+});
+
 export const PlanRef = builder.prismaObject("Plan", {
   description:
     "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted. Read as part of its " +
@@ -182,6 +206,12 @@ export const PlanRef = builder.prismaObject("Plan", {
     runUrl: t.exposeString("runUrl", {
       nullable: true,
       description: "The CI run that produced the plan (plan submit --run-url): an http(s) URL, at most 2,048 characters.",
+    }),
+    origin: t.field({
+      type: PlanOriginRef,
+      description: "Where the plan came from (API, CLI, an HCP Terraform run, a GitHub deployment) and its link.",
+      select: { originKind: true, runUrl: true },
+      resolve: (p) => ({ kind: p.originKind, url: p.runUrl }),
     }),
     changeSummary: t.field({
       type: PlanChangeSummaryRef,
@@ -326,6 +356,7 @@ const SubmitPlanInputRef = builder.inputType("SubmitPlanInput", {
     targeted: t.boolean({ description: "Defaults to whether targets were given." }),
     targets: t.stringList({ description: "The -target addresses." }),
     runUrl: t.string({ description: "The CI run that produced the plan: an http(s) URL without credentials, at most 2,048 characters." }),
+    origin: t.field({ type: PlanSubmitOriginEnum, description: "The submitting client: API (the default) or CLI." }),
   }),
 });
 
