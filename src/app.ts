@@ -17,7 +17,7 @@ import { RequestLoaders } from "./graphql/request-loaders.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
-import { createDispatcher, sendJson, type HttpRoute } from "./edge/http.js";
+import { createDispatcher, limitByAddress, sendJson, type HttpRoute } from "./edge/http.js";
 import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
 import { retryAfterSeconds } from "./infra/token-buckets.js";
 import { createSharedLimits, type RateBuckets, type SharedLimits } from "./infra/shared-limits.js";
@@ -86,9 +86,15 @@ function createServices(deps: Infra): Services {
     routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path, credential: "none", handle: dashboard });
   }
   routes.push({ owner: "dashboard", methods: ["GET", "HEAD"], path: `${EXPLORER_ASSETS}/`, prefix: true, credential: "none", handle: dashboard });
+  // Routes third parties post signed bodies to (Slack, HCP Terraform, GitHub) share one allowance
+  // per client address, taken before the body is read: a flood of made-up ids from one address
+  // is refused at the edge instead of costing a database read each.
+  const integrationEdge = deps.config.integrationEdge;
+  const integrationLimit = integrationEdge.rps > 0 ? loggedLimiter(limits.buckets("integration", integrationEdge.rps, integrationEdge.burst), deps.logger, "integration") : null;
+  const signedRoute = (route: HttpRoute) => limitByAddress(route, integrationLimit && ((key) => integrationLimit.take(key)), clientAddressResolver(deps.config.trustedProxies));
   // Approving from Slack: clicks Slack posts, signed with the integration's secret (src/services/slack.ts).
   const slack = createSlackInteractivity(deps);
-  routes.push({
+  routes.push(signedRoute({
     owner: "slack",
     methods: ["POST"],
     path: SLACK_INTERACTIVITY_PREFIX,
@@ -104,7 +110,7 @@ function createServices(deps: Infra): Services {
       if (answer.responseUrl) void slack.send(answer.responseUrl, answer.replies);
       return true;
     },
-  });
+  }));
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
   if (deps.config.workers === "all") workers.start();
   return {
@@ -121,11 +127,11 @@ function createServices(deps: Infra): Services {
 }
 
 /** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
-function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"]): GatewayRateLimiter {
+function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"], label = "gateway"): GatewayRateLimiter {
   return {
     async take(key) {
       const taken = await buckets.take(key);
-      if (!taken.ok) logger.warn({ key: keyLabel(key), path: "gateway", retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
+      if (!taken.ok) logger.warn({ key: keyLabel(key), path: label, retryAfterSeconds: retryAfterSeconds(taken.retryAfterMs) }, "request rate limited");
       return taken;
     },
   };

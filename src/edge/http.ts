@@ -4,8 +4,17 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 /** What answers one route: true when it answered, false when the path names nothing after all (404). */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<boolean> | boolean;
 
+/**
+ * A body signed by a third party with a secret shared with an integration (Slack, HCP Terraform,
+ * GitHub). Such a route is reachable by anyone who knows its path, so it takes a per-address
+ * allowance before any body is read (`limitByAddress`); test/edge/ checks every one does.
+ */
+export type SignatureCredential = `${string}-signature`;
+
 /** The credential a route takes; the edge tests send a valid one, and none. */
-export type RouteCredential = "none" | "api-token" | "virtual-key" | "service-token" | "metrics-token" | "slack-signature";
+export type RouteCredential = "none" | "api-token" | "virtual-key" | "service-token" | "metrics-token" | SignatureCredential;
+
+export const isSignatureCredential = (credential: RouteCredential): credential is SignatureCredential => credential.endsWith("-signature");
 
 /**
  * One HTTP route the server mounts. src/app.ts declares every route in one table (ROUTES there),
@@ -22,6 +31,34 @@ export interface HttpRoute {
   readonly prefix?: boolean;
   readonly credential: RouteCredential;
   readonly handle: HttpHandler;
+}
+
+/** One request's turn at an allowance: taken, or refused with the time until one is back. */
+export type AllowanceTake = { ok: true } | { ok: false; retryAfterMs: number };
+
+/**
+ * The route with an allowance per client address taken before its handler reads anything: past
+ * it, 429 with Retry-After and the body unread. `take` null: no limit (configured off).
+ */
+export function limitByAddress(
+  route: HttpRoute,
+  take: ((key: string) => Promise<AllowanceTake> | AllowanceTake) | null,
+  addressOf: (req: IncomingMessage) => string | undefined,
+): HttpRoute {
+  if (!take) return route;
+  return {
+    ...route,
+    handle: async (req, res, url) => {
+      const taken = await take(`addr:${addressOf(req) ?? "unknown"}`);
+      if (!taken.ok) {
+        const seconds = Math.max(1, Math.ceil(taken.retryAfterMs / 1000));
+        sendJson(res, 429, { error: "rate_limited", retry_after_seconds: seconds }, { "retry-after": String(seconds), connection: "close" });
+        req.resume();
+        return true;
+      }
+      return route.handle(req, res, url);
+    },
+  };
 }
 
 export function matchRoute(routes: readonly HttpRoute[], pathname: string): HttpRoute | null {

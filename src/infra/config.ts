@@ -79,6 +79,14 @@ const EnvSchema = z.object({
   /** Gateway requests a key may send at once above the steady rate; default twice the rate. */
   COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST: z.coerce.number().int().min(1).optional(),
   /**
+   * Requests per second per client address on the routes third parties post signed bodies to
+   * (Slack's clicks, HCP Terraform's run tasks, GitHub's events), before the body is read; 0 turns
+   * the limit off. One vendor posts from few addresses for every organization: keep it generous.
+   */
+  COUNTERSIGN_INTEGRATION_RATE_LIMIT_RPS: z.coerce.number().min(0).default(50),
+  /** Integration requests an address may send at once above the steady rate; default twice the rate. */
+  COUNTERSIGN_INTEGRATION_RATE_LIMIT_BURST: z.coerce.number().int().min(1).optional(),
+  /**
    * "1" lets webhooks deliver to loopback and private addresses (off: refused). Link-local
    * (cloud metadata) and the other never-allowed ranges stay refused (src/domain/address-policy.ts).
    */
@@ -178,6 +186,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       ],
       rps: e.COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS,
       burst: e.COUNTERSIGN_GATEWAY_RATE_LIMIT_BURST ?? Math.max(1, Math.ceil(e.COUNTERSIGN_GATEWAY_RATE_LIMIT_RPS * 2)),
+    },
+    integrationEdge: {
+      rps: e.COUNTERSIGN_INTEGRATION_RATE_LIMIT_RPS,
+      burst: e.COUNTERSIGN_INTEGRATION_RATE_LIMIT_BURST ?? Math.max(1, Math.ceil(e.COUNTERSIGN_INTEGRATION_RATE_LIMIT_RPS * 2)),
     },
     webhooks: {
       allowPrivate: e.COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE === "1",

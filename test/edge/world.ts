@@ -7,7 +7,7 @@ import { Writable } from "node:stream";
 import { createLogger } from "../../src/infra/logger.js";
 import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
-import type { RouteCredential } from "../../src/edge/http.js";
+import { isSignatureCredential, type RouteCredential, type SignatureCredential } from "../../src/edge/http.js";
 import { createOrg } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
 
@@ -58,14 +58,12 @@ export async function startEdgeWorld(env: Record<string, string> = {}): Promise<
     keys.push(key);
   }
   const base = await t.listen();
-  const bearers: Record<RouteCredential, string | null> = {
+  const bearers: Record<Exclude<RouteCredential, SignatureCredential>, string | null> = {
     none: null,
     "api-token": org.adminToken,
     "virtual-key": keys[0]!,
     "service-token": SERVICE_TOKEN,
     "metrics-token": METRICS_TOKEN,
-    // Signed per request (X-Slack-Signature over the body), not a bearer: sent without one.
-    "slack-signature": null,
   };
   return {
     t,
@@ -73,7 +71,8 @@ export async function startEdgeWorld(env: Record<string, string> = {}): Promise<
     apiToken: org.adminToken,
     virtualKey: keys[0]!,
     otherKey: keys[1]!,
-    credential: (kind) => bearers[kind],
+    // A signature credential is signed per request over the body (X-Slack-Signature, …), not a bearer: sent without one.
+    credential: (kind) => (isSignatureCredential(kind) ? null : bearers[kind]),
     errorLines,
     close: () => t.close(),
   };
