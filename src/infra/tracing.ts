@@ -8,49 +8,11 @@
 
 import type { Plugin } from "graphql-yoga";
 import type { Logger } from "./logger.js";
+import type { ActiveTracing, SpanHandle, SpanOptions, TraceProtocol, TracingSettings } from "./tracing-types.js";
 
-export type SpanAttributes = Record<string, string | number | boolean>;
+export type { ActiveTracing, SpanAttributes, SpanHandle, SpanOptions, TraceProtocol, TracingSettings } from "./tracing-types.js";
 
-/** What a running span lets its caller add once the work's outcome is known. */
-export interface SpanHandle {
-  setAttributes(attributes: SpanAttributes): void;
-  /** Marks the span failed with a short reason (never a payload). */
-  fail(reason: string): void;
-}
-
-/** The SDK side, set by startTracing (src/infra/tracing-sdk.ts). */
-export interface ActiveTracing {
-  /** Where spans go and how they are encoded, for the start-up line. */
-  readonly exporter: { url: string; protocol: TraceProtocol };
-  /** One span per GraphQL operation (envelop's OpenTelemetry plugin, no variables, no document). */
-  readonly graphqlPlugin: Plugin;
-  /** Runs fn inside a new span, the active context's child; only when that context has a span, with `requireParent`. */
-  inSpan<T>(name: string, options: SpanOptions, fn: (span: SpanHandle | null) => Promise<T>): Promise<T>;
-  /** Writes the active context's W3C `traceparent` (and `tracestate`) into outgoing headers. */
-  inject(headers: Record<string, string>): void;
-  /** Exports the spans still queued now (tests; the drain uses shutdown). */
-  flush(): Promise<void>;
-  /** Flushes the spans still queued and stops exporting. */
-  shutdown(): Promise<void>;
-}
-
-export interface SpanOptions {
-  kind: "client" | "internal";
-  attributes?: SpanAttributes;
-  /** Record the span only inside a traced piece of work (an operation, a delivery): raw SQL, say. */
-  requireParent?: boolean;
-}
-
-export type TraceProtocol = "http/protobuf" | "http/json";
 export const TRACE_PROTOCOLS: readonly TraceProtocol[] = ["http/protobuf", "http/json"];
-
-/** The OTLP settings of the standard OTEL_* variables, or null when traces are off. */
-export interface TracingSettings {
-  /** The traces endpoint itself: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
-  url: string;
-  protocol: TraceProtocol;
-  serviceName: string;
-}
 
 /**
  * Reads the OpenTelemetry environment variables (the specification's names and defaults): the
@@ -80,14 +42,15 @@ let active: ActiveTracing | null = null;
 /**
  * Starts exporting traces when the environment asks for it (tracingSettings); returns null, and
  * loads nothing, when it does not. Call it before the database and Redis are opened. A second
- * call returns the running one.
+ * call returns the running one. A setting it cannot honour (grpc, an endpoint that is not
+ * http(s), an unknown sampler) throws: the process does not start exporting nothing.
  */
 export async function startTracing(env: Record<string, string | undefined> = process.env, logger?: Logger): Promise<ActiveTracing | null> {
   if (active) return active;
   const settings = tracingSettings(env);
   if (!settings) return null;
   const sdk = await import("./tracing-sdk.js");
-  active = await sdk.startSdk(settings, logger);
+  active = await sdk.startSdk(settings, logger, env);
   logger?.info({ url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName }, "exporting traces (OpenTelemetry)");
   return active;
 }

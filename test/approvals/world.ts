@@ -21,7 +21,7 @@ import { systemRoleId } from "../../src/services/system-roles.js";
 import { TEST_REDIS_URL } from "../helpers/env.js";
 import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
-import { startUpstream, type UpstreamCall } from "../helpers/mcp-upstream.js";
+import { startUpstream, type UpstreamCall, type UpstreamRequestHook } from "../helpers/mcp-upstream.js";
 
 /**
  * One org with a prod workspace, its connection and virtual key, three reviewers holding the
@@ -58,7 +58,7 @@ export async function createWorld(
     env?: Record<string, string>;
     tasks?: { pollIntervalMs?: number; resultWaitMs?: number; listPageSize?: number };
     /** Sees every request the upstream receives (its headers and JSON-RPC body). */
-    onUpstreamRequest?: Parameters<typeof startUpstream>[0] extends infer O ? NonNullable<O>["onRequest"] : never;
+    onUpstreamRequest?: UpstreamRequestHook;
   } = {},
 ) {
   // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).

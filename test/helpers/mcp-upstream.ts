@@ -9,6 +9,9 @@ import { z } from "zod";
 /** One tool call the upstream ran. */
 export type UpstreamCall = { tool: string; arguments: Record<string, unknown>; path: string };
 
+/** Sees each request an upstream receives: its headers and its JSON-RPC body. */
+export type UpstreamRequestHook = (headers: IncomingHttpHeaders, body: unknown) => void;
+
 export type Upstream = { url: string; calls: Map<string, number>; close(): Promise<void>; requests: () => number };
 
 /**
@@ -16,7 +19,7 @@ export type Upstream = { url: string; calls: Map<string, number>; close(): Promi
  * tool call as it runs (the tool, its arguments and the request's path), before the tool answers.
  */
 export async function startUpstream(
-  options: { credential?: string; port?: number; onCall?: (call: UpstreamCall) => Promise<void> | void; onRequest?: (headers: IncomingHttpHeaders, body: unknown) => void } = {},
+  options: { credential?: string; port?: number; onCall?: (call: UpstreamCall) => Promise<void> | void; onRequest?: UpstreamRequestHook } = {},
 ): Promise<Upstream> {
   const calls = new Map<string, number>();
   let requests = 0;

@@ -147,6 +147,12 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     });
   });
 
+  it("a query outside any traced work (a worker's poll, start-up) starts no trace: every Prisma span has a parent", async () => {
+    await w.db.prisma.organization.count();
+    const spans = await exported();
+    expect(spans.filter((s) => s.name.startsWith("prisma:") && s.parentSpanId === null).map((s) => s.name)).toEqual([]);
+  });
+
   it("every export was a POST of JSON to /v1/traces", () => {
     expect(otlp.rejected).toBe(0);
   });
