@@ -22,7 +22,9 @@ export interface OtlpReceiver {
   /** The base, as OTEL_EXPORTER_OTLP_ENDPOINT takes it (the exporter adds /v1/traces). */
   endpoint: string;
   spans: ReceivedSpan[];
-  /** Requests that were not a POST of JSON to /v1/traces. */
+  /** Exports in the protobuf encoding, kept as they came (no decoder here): their bodies. */
+  protobuf: Buffer[];
+  /** Requests that were not a POST of JSON or protobuf to /v1/traces. */
   rejected: number;
   close(): Promise<void>;
 }
@@ -51,11 +53,18 @@ function hexId(id: string | undefined): string | null {
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  const protobuf: Buffer[] = [];
   const receiver = { rejected: 0 };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
+      if (req.method === "POST" && req.url === "/v1/traces" && req.headers["content-type"] === "application/x-protobuf") {
+        protobuf.push(Buffer.concat(chunks));
+        // An empty ExportTraceServiceResponse.
+        res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
+        return;
+      }
       if (req.method !== "POST" || req.url !== "/v1/traces" || !String(req.headers["content-type"]).startsWith("application/json")) {
         receiver.rejected++;
         res.writeHead(415).end();
@@ -88,6 +97,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
+    protobuf,
     get rejected() {
       return receiver.rejected;
     },

@@ -70,7 +70,7 @@ it("without an OTLP endpoint, a viewer query loads no OpenTelemetry SDK module a
   expect(loadedOf(out.required)).toEqual([]);
   expect(out.registered).toEqual([]);
   expect(out.prismaInstrumentation).toBe(false);
-}, 120_000);
+}, 300_000);
 
 it("the same probe with an endpoint set does load them (the check above can fail)", async () => {
   const env = { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" };
@@ -81,4 +81,4 @@ it("the same probe with an endpoint set does load them (the check above can fail
   expect(loadedOf(modules)).toContain("src/infra/tracing-sdk.ts");
   expect(out.registered).toContain("trace");
   expect(out.prismaInstrumentation).toBe(true);
-}, 120_000);
+}, 300_000);

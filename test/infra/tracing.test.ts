@@ -155,6 +155,7 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
 
   it("every export was a POST of JSON to /v1/traces", () => {
     expect(otlp.rejected).toBe(0);
+    expect(otlp.protobuf).toEqual([]);
   });
 });
 
