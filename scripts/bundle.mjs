@@ -16,7 +16,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const BUNDLE_DIR = path.join(ROOT, "node_modules", ".cache", "countersign", "server");
 const ENTRY = path.join(ROOT, "src", "main.ts");
-const EXTERNAL = ["@electric-sql/pglite", "@cedar-policy/cedar-wasm", "@prisma/client", "esbuild", "pino", "@graphql-yoga/render-graphiql", "tsx", "ioredis"];
+// The OpenTelemetry SDK is loaded only when traces are on (src/infra/tracing-sdk.ts): kept out,
+// a node without traces does not parse its 1.5 MB at every start.
+const TRACING = ["@opentelemetry/sdk-trace-node", "@opentelemetry/resources", "@opentelemetry/exporter-trace-otlp-http", "@opentelemetry/exporter-trace-otlp-proto", "@envelop/opentelemetry", "@opentelemetry/instrumentation-ioredis", "@prisma/instrumentation"];
+const EXTERNAL = ["@electric-sql/pglite", "@cedar-policy/cedar-wasm", "@prisma/client", "esbuild", "pino", "@graphql-yoga/render-graphiql", "tsx", "ioredis", ...TRACING];
 const HASHED_FILES = ["scripts/bundle.mjs", "package.json", "package-lock.json", "tsconfig.json"];
 
 function filesUnder(dir) {

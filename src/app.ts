@@ -34,6 +34,7 @@ import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/ex
 import { createOperatorControls } from "./edge/operator.js";
 import { createSlackInteractivity, SLACK_INTERACTIVITY_PREFIX, SLACK_MAX_BODY_BYTES } from "./services/slack.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
+import { graphqlTracingPlugins } from "./infra/tracing.js";
 
 /** Start-up's database work (migrate, system roles, bootstrap or demo org), for main.ts. */
 export { prepareDatabase };
@@ -240,6 +241,8 @@ export function createApp(deps: Infra) {
       },
     },
     plugins: [
+      // A span per operation when traces are on (src/infra/tracing.ts); none otherwise.
+      ...graphqlTracingPlugins(),
       // One structured line per operation (refused ones at info or warn, no stack), and its metrics.
       operator.plugin,
       // planGate / workspaceGates: one execution per (operation, snapshot), shared by subscribers.

@@ -7,6 +7,7 @@ import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { withLocalSecrets } from "./infra/local-secrets.js";
 import { createLogger } from "./infra/logger.js";
+import { startTracing, stopTracing } from "./infra/tracing.js";
 
 // The embedded default keeps its approval secret and gateway service token in the data folder.
 const { config, generated } = await withLocalSecrets(loadConfig());
@@ -25,6 +26,8 @@ process.on("unhandledRejection", (reason) => {
 // within a few percent on the baseline compiler (docs/benchmarks.md, start-up). Set before
 // PGlite compiles; with DATABASE_URL nothing changes.
 if (config.database.kind === "pglite") v8.setFlagsFromString("--liftoff-only");
+// Traces (OTEL_EXPORTER_OTLP_ENDPOINT): started before the database and Redis are opened.
+await startTracing(process.env, logger);
 const db = await openDatabase(config.database);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
 const prepared = await prepareDatabase(db, config, logger);
@@ -73,6 +76,7 @@ async function stop(signal: string) {
   await app.close({ requestsMs: Math.max(1_000, SHUTDOWN_MS - 5_000 - (Date.now() - started)) });
   await events.close();
   await db.close();
+  await stopTracing();
   logger.info({ signal, ms: Date.now() - started }, "shut down");
   process.exit(0);
 }

@@ -3,6 +3,7 @@ import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { createLogger } from "./infra/logger.js";
 import { migrate } from "./infra/migrate.js";
+import { startTracing, stopTracing } from "./infra/tracing.js";
 import { createWorkers } from "./workers/index.js";
 
 /**
@@ -15,6 +16,7 @@ import { createWorkers } from "./workers/index.js";
 const config = loadConfig();
 const logger = createLogger(config.logLevel).child({ process: "worker" });
 
+await startTracing(process.env, logger);
 const db = await openDatabase(config.database);
 await migrate(db.sql);
 const events = createEventBus({ redisUrl: config.redisUrl, logger });
@@ -36,6 +38,7 @@ async function stop(signal: string) {
   await workers.close();
   await events.close();
   await db.close();
+  await stopTracing();
   process.exit(0);
 }
 process.on("SIGINT", () => void stop("SIGINT"));

@@ -35,6 +35,7 @@ const GATEWAY = [
   "domain",
   "generated",
   "type:infra/db.ts", // the PostgreSQL store runs its SQL on the shared pool's runner
+  "infra/tracing.ts", // a span per upstream request and the traceparent it sends (loads nothing until traces are on)
 ];
 const INFRA = ["generated"];
 const AUTHZ = ["domain", "infra", "errors.ts", "auth"];

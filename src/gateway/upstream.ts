@@ -20,6 +20,7 @@ import { pipeline, Readable, Transform } from "node:stream";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { openConnectionCredential } from "./connection-credential.js";
 import { isNetworkFailure, networkFailure, outboundConnectOptions } from "./outbound.js";
+import { inSpan, injectTraceContext, tracingActive } from "../infra/tracing.js";
 
 /**
  * The gateway's side of its upstreams: every connection is a real MCP server on the Streamable
@@ -150,7 +151,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions = {}): UpstreamP
   const toolsTtlMs = options.toolsTtlMs ?? 60_000;
   const clientInfo = options.clientInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const entries = new Map<string, Entry>();
-  const transportFetch = options.fetch ?? createUpstreamFetch(options.addresses ?? { allowPrivate: false });
+  const transportFetch = tracedFetch(options.fetch ?? createUpstreamFetch(options.addresses ?? { allowPrivate: false }));
 
   const versionOf = (c: UpstreamConnection) => `${c.url ?? ""}\n${c.credentialSealed ?? ""}\n${c.updatedAt instanceof Date ? c.updatedAt.toISOString() : String(c.updatedAt)}`;
   const timeoutOf = (c: UpstreamConnection) => (c.timeoutMs && c.timeoutMs > 0 ? c.timeoutMs : defaultTimeoutMs);
@@ -584,6 +585,29 @@ export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
       req.on("close", () => signal?.removeEventListener("abort", onAbort));
       req.on("error", reject);
       req.end(body);
+    });
+  };
+}
+
+/**
+ * Traces on: a span per request to an upstream (its method, host and status, never the URL's
+ * path or query, which may carry a credential) and the W3C traceparent sent with it, so the
+ * upstream's own spans join the trace. Off: the fetch as it is.
+ */
+function tracedFetch(base: typeof fetch): typeof fetch {
+  if (!tracingActive()) return base;
+  return (input, init) => {
+    const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+    const method = (init?.method ?? "GET").toUpperCase();
+    const attributes = { "http.request.method": method, "server.address": url.hostname, "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)) };
+    return inSpan(`mcp upstream ${method}`, { kind: "client", attributes }, async (span) => {
+      const headers: Record<string, string> = {};
+      new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+      injectTraceContext(headers);
+      const response = await base(input, { ...init, headers });
+      span?.setAttributes({ "http.response.status_code": response.status });
+      if (response.status >= 400) span?.fail(`HTTP ${response.status}`);
+      return response;
     });
   };
 }

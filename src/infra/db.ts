@@ -5,6 +5,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.js";
 import type { Config } from "./config.js";
 import { openPgliteDataDir } from "./pglite.js";
+import { inSpan, tracingActive } from "./tracing.js";
 import type { PGlite } from "@electric-sql/pglite";
 
 export type { PrismaClient };
@@ -74,6 +75,28 @@ function pgRunner(client: pg.Pool | pg.PoolClient): SqlRunner {
   return runner;
 }
 
+/**
+ * Raw SQL as spans when traces are on (Prisma's own queries have Prisma's spans): the statement's
+ * text with its placeholders, never its parameters, and only inside a traced piece of work (an
+ * operation, a delivery), so a worker's idle polling records nothing. Off, the runner as it is.
+ */
+function tracedSql(runner: SqlRunner, system: "postgresql"): SqlRunner {
+  if (!tracingActive()) return runner;
+  const span = (text: string) => ({ kind: "client" as const, requireParent: true, attributes: { "db.system.name": system, "db.query.text": text } });
+  return {
+    query: <T>(text: string, params?: unknown[], options?: QueryOptions) => inSpan(sqlSpanName(text), span(text), () => runner.query<T>(text, params, options)),
+    // A script (a migration) is named, not recorded: it can be long.
+    exec: (script) => inSpan("sql script", { kind: "client", requireParent: true, attributes: { "db.system.name": system } }, () => runner.exec(script)),
+    withConnection: (fn) => runner.withConnection((conn) => fn(tracedSql(conn, system))),
+  };
+}
+
+/** `sql SELECT`, `sql UPDATE`: the statement's first word. */
+function sqlSpanName(text: string): string {
+  const verb = /^\s*(\w+)/.exec(text)?.[1];
+  return verb ? `sql ${verb.toUpperCase()}` : "sql";
+}
+
 export async function openPostgres(url: string, schema?: string): Promise<Database> {
   const pool = new pg.Pool({
     connectionString: url,
@@ -105,7 +128,7 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
   return {
     kind: "postgres",
     prisma,
-    sql: pgRunner(pool),
+    sql: tracedSql(pgRunner(pool), "postgresql"),
     statementCount: () => statements,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
@@ -142,7 +165,7 @@ export function pgliteDatabase(pglite: PGlite): Database {
   return {
     kind: "pglite",
     prisma,
-    sql: runner,
+    sql: tracedSql(runner, "postgresql"),
     statementCount: () => 0,
     async close() {
       await prisma.$disconnect();

@@ -28,6 +28,7 @@ import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { Webhook } from "../generated/prisma/client.js";
 import type { Logger } from "../infra/logger.js";
+import { inSpan, injectTraceContext, type SpanHandle } from "../infra/tracing.js";
 import { eventViewFor, eventWorkspaceReader, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz, type EventWorkspaceRead } from "../services/webhooks.js";
 import { createWorkerLoop } from "./loop.js";
 
@@ -230,7 +231,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     );
   }
 
-  async function deliver(job: Leased, reads: TickReads): Promise<void> {
+  async function deliver(job: Leased, reads: TickReads, span: SpanHandle | null): Promise<void> {
     const webhook = await reads.webhook(job.webhookId);
     if (!webhook) return; // deleted: its deliveries went with it
     // A deleted organization's (or a removed creator's) webhook sends nothing more, ever.
@@ -249,20 +250,19 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
       return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
     }
     const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload, await reads.hasSlackApp(webhook.orgId)) : view.payload);
-    const outcome = await post(
-      new URL(webhook.url),
-      body,
-      {
-        "content-type": "application/json",
-        "user-agent": "Countersign-Webhooks/1",
-        [SIGNATURE_HEADER]: signBody(secret, body),
-        [EVENT_ID_HEADER]: job.eventId,
-        [EVENT_TYPE_HEADER]: job.eventType,
-        [TIMESTAMP_HEADER]: String(Math.floor(Date.now() / 1000)),
-      },
-      settings.timeoutMs,
-      { allowPrivate: settings.allowPrivate },
-    );
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "user-agent": "Countersign-Webhooks/1",
+      [SIGNATURE_HEADER]: signBody(secret, body),
+      [EVENT_ID_HEADER]: job.eventId,
+      [EVENT_TYPE_HEADER]: job.eventType,
+      [TIMESTAMP_HEADER]: String(Math.floor(Date.now() / 1000)),
+    };
+    // Traces on: the receiver can join this attempt's trace (W3C traceparent; the signature covers the body only).
+    injectTraceContext(headers);
+    const outcome = await post(new URL(webhook.url), body, headers, settings.timeoutMs, { allowPrivate: settings.allowPrivate });
+    if (outcome.status !== null) span?.setAttributes({ "http.response.status_code": outcome.status });
+    if (!outcome.ok) span?.fail(outcome.error ?? "failed");
     if (!outcome.ok) log.warn({ deliveryId: job.id, attempt: job.attempts, error: outcome.error }, "webhook delivery failed");
     await finish(job, outcome);
   }
@@ -270,7 +270,14 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
   async function tick(): Promise<number> {
     const jobs = await lease();
     const reads = tickReads(db);
-    await Promise.all(jobs.map((job) => deliver(job, reads).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
+    // A span per attempt when traces are on: the event type, the webhook and the receiver's status code.
+    const attempt = (job: Leased) =>
+      inSpan(
+        "webhook delivery",
+        { kind: "client", attributes: { "countersign.webhook.id": job.webhookId, "countersign.event.type": job.eventType, "countersign.delivery.id": job.id, "countersign.delivery.attempt": job.attempts } },
+        (span) => deliver(job, reads, span),
+      );
+    await Promise.all(jobs.map((job) => attempt(job).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));
     return jobs.length;
   }
 

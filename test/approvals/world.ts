@@ -21,7 +21,7 @@ import { systemRoleId } from "../../src/services/system-roles.js";
 import { TEST_REDIS_URL } from "../helpers/env.js";
 import { addMember, createOrg, type MemberFixture, type OrgFixture } from "../helpers/fixtures.js";
 import { startTestApp, type TestApp } from "../helpers/harness.js";
-import { startUpstream, type UpstreamCall } from "../helpers/mcp-upstream.js";
+import { startUpstream, type UpstreamCall, type UpstreamRequestHook } from "../helpers/mcp-upstream.js";
 
 /**
  * One org with a prod workspace, its connection and virtual key, three reviewers holding the
@@ -57,6 +57,8 @@ export async function createWorld(
     rules?: ApprovalRule[];
     env?: Record<string, string>;
     tasks?: { pollIntervalMs?: number; resultWaitMs?: number; listPageSize?: number };
+    /** Sees every request the upstream receives (its headers and JSON-RPC body). */
+    onUpstreamRequest?: UpstreamRequestHook;
   } = {},
 ) {
   // The worlds' upstreams listen on 127.0.0.1 (test/helpers/mcp-upstream.ts).
@@ -70,6 +72,7 @@ export async function createWorld(
   const workspace = await db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "payments-prod", environment: "prod", production: true } });
   const executions: Execution[] = [];
   const upstream = await startUpstream({
+    onRequest: options.onUpstreamRequest,
     onCall: async (call) => {
       // The held call this is: its execution is claimed (Executing) before the upstream is called.
       const claimed = await db.prisma.gatewayExecution.findMany({ where: { state: "Executing" }, select: { approvalId: true } });

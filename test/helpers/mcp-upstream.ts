@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
@@ -9,13 +9,18 @@ import { z } from "zod";
 /** One tool call the upstream ran. */
 export type UpstreamCall = { tool: string; arguments: Record<string, unknown>; path: string };
 
+/** Sees each request an upstream receives: its headers and its JSON-RPC body. */
+export type UpstreamRequestHook = (headers: IncomingHttpHeaders, body: unknown) => void;
+
 export type Upstream = { url: string; calls: Map<string, number>; close(): Promise<void>; requests: () => number };
 
 /**
  * An upstream MCP server on its own port: stateless, one McpServer per request. `onCall` sees every
  * tool call as it runs (the tool, its arguments and the request's path), before the tool answers.
  */
-export async function startUpstream(options: { credential?: string; port?: number; onCall?: (call: UpstreamCall) => Promise<void> | void } = {}): Promise<Upstream> {
+export async function startUpstream(
+  options: { credential?: string; port?: number; onCall?: (call: UpstreamCall) => Promise<void> | void; onRequest?: UpstreamRequestHook } = {},
+): Promise<Upstream> {
   const calls = new Map<string, number>();
   let requests = 0;
   const onCall = options.onCall ?? (() => {});
@@ -78,6 +83,7 @@ export async function startUpstream(options: { credential?: string; port?: numbe
     req.on("end", () => {
       void (async () => {
         const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown) : undefined;
+        options.onRequest?.(req.headers, body);
         const s = build(req.url ?? "/");
         const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
         res.on("close", () => void Promise.all([transport.close(), s.close()]).catch(() => {}));

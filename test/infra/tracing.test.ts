@@ -1,0 +1,173 @@
+// OpenTelemetry traces (docs/operations.md, Traces) exported to a real OTLP/HTTP receiver
+// (http/json): an approval's operation span holds its database spans under one trace id; a held
+// call executed after the approval reaches a real SDK upstream MCP server with a traceparent of
+// an exported span; a webhook receiver gets one too; Redis spans name the command only; no
+// span carries a GraphQL variable or a token.
+
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import http, { type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTracing, stopTracing, tracingSettings, type ActiveTracing } from "../../src/infra/tracing.js";
+import { createWorld, heldAndFiled, vote, type World } from "../approvals/world.js";
+import { descendsFrom, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";
+
+const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+
+/** W3C traceparent: version-traceid-parentid-flags. */
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/;
+
+let otlp: OtlpReceiver;
+let tracing: ActiveTracing;
+let w: World;
+const upstreamRequests: Array<{ headers: IncomingHttpHeaders; body: any }> = [];
+const hookRequests: IncomingHttpHeaders[] = [];
+let hookServer: http.Server;
+let hookUrl: string;
+
+beforeAll(async () => {
+  otlp = await startOtlpReceiver();
+  // Started before the database, Redis and the app are opened, as main.ts does.
+  tracing = (await startTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }))!;
+  hookServer = http.createServer((req, res) => {
+    hookRequests.push(req.headers);
+    req.resume();
+    req.on("end", () => res.writeHead(204).end());
+  });
+  await new Promise<void>((resolve) => hookServer.listen(0, "127.0.0.1", resolve));
+  hookUrl = `http://127.0.0.1:${(hookServer.address() as AddressInfo).port}/hook`;
+  w = await createWorld({
+    env: { COUNTERSIGN_WEBHOOK_ALLOW_PRIVATE: "1", COUNTERSIGN_WEBHOOK_SECRET_KEY: randomBytes(32).toString("hex") },
+    onUpstreamRequest: (headers, body) => upstreamRequests.push({ headers, body }),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await w?.close();
+  await stopTracing();
+  await new Promise<void>((resolve) => hookServer?.close(() => resolve()));
+  await otlp?.close();
+});
+
+/** Everything exported so far (the batch processor flushed). */
+async function exported(): Promise<ReceivedSpan[]> {
+  await tracing.flush();
+  return otlp.spans;
+}
+
+const CREATE_WEBHOOK = `mutation CreateHook($input: CreateWebhookInput!) {
+  createWebhook(input: $input) { __typename ... on MutationCreateWebhookSuccess { data { webhook { id } } } ... on Error { code message } }
+}`;
+
+describe("traces, exported to a real OTLP/HTTP receiver", () => {
+  let requestId: string;
+  let webhookId: string;
+
+  it("an approval's operation span and its Prisma and SQL spans share one trace id and nest under it; no variable, token or document is recorded", async () => {
+    const hook = await w.t.gql(CREATE_WEBHOOK, { input: { url: hookUrl, events: ["APPROVAL_REQUEST_DECIDED"], format: "JSON" } }, w.org.adminToken);
+    expect(hook.data.createWebhook.__typename).toBe("MutationCreateWebhookSuccess");
+    webhookId = hook.data.createWebhook.data.webhook.id;
+    requestId = await heldAndFiled(w, { repo: "acme/traced" });
+    await vote(w, w.reviewers[0]!, requestId);
+    const decided = await vote(w, w.reviewers[1]!, requestId);
+    expect(decided.data.request.status).toBe("APPROVED");
+
+    const spans = await exported();
+    const operations = spans.filter((s) => s.name === "mutation.Vote");
+    expect(operations).toHaveLength(2);
+    const operation = operations[1]!;
+    expect(operation.attributes["graphql.execute.operationName"]).toBe("Vote");
+    expect(operation.resource["service.name"]).toBe("countersign");
+    expect(operation.resource["service.version"]).toBe(VERSION);
+
+    const inTrace = spans.filter((s) => s.traceId === operation.traceId && s !== operation);
+    const prisma = inTrace.filter((s) => s.name.startsWith("prisma:"));
+    const sql = inTrace.filter((s) => s.name.startsWith("sql ") || s.name === "prisma:client:db_query" || s.name === "prisma:engine:db_query");
+    expect(prisma.length).toBeGreaterThan(0);
+    expect(sql.length).toBeGreaterThan(0);
+    for (const span of inTrace) expect(descendsFrom(spans, span, operation), span.name).toBe(true);
+    // SQL text carries placeholders, never the values bound to them.
+    for (const span of inTrace.filter((s) => typeof s.attributes["db.query.text"] === "string")) {
+      expect(String(span.attributes["db.query.text"])).not.toContain(requestId);
+    }
+
+    // Variables hold secrets: never on any span, nor the document, nor a bearer token.
+    const everything = JSON.stringify(spans);
+    expect(everything).not.toContain(requestId);
+    for (const r of w.reviewers) expect(everything).not.toContain(r.token);
+    expect(everything).not.toContain(w.org.adminToken);
+    expect(everything).not.toContain(hookUrl);
+    expect(operation.attributes["graphql.execute.variables"]).toBeUndefined();
+    expect(operation.attributes["graphql.execute.document"]).toBeUndefined();
+  });
+
+  it("Redis spans inside an operation name the command only: no key, channel or value", async () => {
+    const spans = await exported();
+    const redis = spans.filter((s) => s.attributes["db.system.name"] === "redis");
+    // The vote publishes its events on the bus (Redis pub/sub) inside the operation.
+    expect(redis.length).toBeGreaterThan(0);
+    for (const span of redis) {
+      expect(span.attributes["db.query.text"]).toBe(span.name);
+      // Every channel and stream key of this file is prefixed by its schema name.
+      expect(JSON.stringify(span.attributes)).not.toContain(w.t.schemaName);
+    }
+  });
+
+  it("a held call executed after the approval reaches the upstream MCP server with a traceparent whose trace is exported", async () => {
+    await w.delivery.tick();
+    expect(w.executions.find((e) => e.approvalId === requestId)).toBeDefined();
+    const call = upstreamRequests.find((r) => r.body?.method === "tools/call" && r.body?.params?.arguments?.repo === "acme/traced");
+    expect(call).toBeDefined();
+    const match = TRACEPARENT.exec(String(call!.headers.traceparent));
+    expect(match).not.toBeNull();
+    const spans = await exported();
+    const upstreamSpan = spans.find((s) => s.traceId === match![1] && s.spanId === match![2]);
+    expect(upstreamSpan?.name).toBe("mcp upstream POST");
+    expect(upstreamSpan?.attributes["http.response.status_code"]).toBe(200);
+    // The connection's URL path (which may hold a credential) is not recorded, only its host.
+    expect(JSON.stringify(upstreamSpan)).not.toContain("/mcp");
+  });
+
+  it("a webhook receiver gets a traceparent; the delivery attempt's span carries the event type, the webhook id and the status code", async () => {
+    for (let i = 0; i < 50 && hookRequests.length === 0; i++) {
+      await w.t.app.services.webhooks.tick();
+      if (hookRequests.length === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(hookRequests.length).toBeGreaterThan(0);
+    const match = TRACEPARENT.exec(String(hookRequests[0]!.traceparent));
+    expect(match).not.toBeNull();
+    const spans = await exported();
+    const attempt = spans.find((s) => s.traceId === match![1] && s.spanId === match![2]);
+    expect(attempt?.name).toBe("webhook delivery");
+    expect(attempt?.attributes).toMatchObject({
+      "countersign.webhook.id": webhookId,
+      "countersign.event.type": "approval_request.decided",
+      "http.response.status_code": 204,
+    });
+  });
+
+  it("a query outside any traced work (a worker's poll, start-up) starts no trace: every Prisma span has a parent", async () => {
+    await w.db.prisma.organization.count();
+    const spans = await exported();
+    expect(spans.filter((s) => s.name.startsWith("prisma:") && s.parentSpanId === null).map((s) => s.name)).toEqual([]);
+  });
+
+  it("every export was a POST of JSON to /v1/traces", () => {
+    expect(otlp.rejected).toBe(0);
+    expect(otlp.protobuf).toEqual([]);
+  });
+});
+
+describe("the OTLP settings follow the OpenTelemetry environment variables", () => {
+  it("off without an endpoint; http/protobuf by default; the traces endpoint is taken as given; grpc is refused by name", () => {
+    expect(tracingSettings({})).toBeNull();
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" })).toEqual({ url: "http://collector:4318/v1/traces", protocol: "http/protobuf", serviceName: "countersign" });
+    expect(
+      tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://b:4318/traces", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_SERVICE_NAME: "cs-eu" }),
+    ).toEqual({ url: "http://b:4318/traces", protocol: "http/json", serviceName: "cs-eu" });
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf" })?.protocol).toBe("http/protobuf");
+    expect(() => tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(/grpc.*http\/protobuf or http\/json/);
+    expect(() => tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toThrow(/not an http\(s\) URL/);
+  });
+});
