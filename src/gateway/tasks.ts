@@ -172,7 +172,11 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
             continue;
           }
           state = taskState(row, deps.now());
-          if (state.status !== "working") return finalAnswer(row, state);
+          if (state.status !== "working") {
+            // The key is asked again at the end of a wait: one revoked meanwhile reads nothing.
+            const key = await liveKey(deps, input.authorization);
+            return key && key.id === row.virtualKeyId ? finalAnswer(row, state) : unauthorized;
+          }
           input.onWaiting?.((await describe(row).catch(() => null))?.statusMessage ?? state.statusMessage);
         }
       } finally {

@@ -410,6 +410,28 @@ describe("tasks/result blocks until the task ends", () => {
     }
   });
 
+  it("a key revoked while it waits reads nothing when the task ends: the wait answers unauthorized (-32001), not the call's outcome", async () => {
+    const doomed = generateVirtualKey();
+    const row = await w.db.prisma.virtualKey.create({
+      data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "doomed-agent", keyHash: hashVirtualKey(doomed), prefix: virtualKeyPrefix(doomed), createdById: w.org.adminId },
+    });
+    const gw = await w.serveGateway({ keepAliveMs: 20 });
+    try {
+      const client = await agent(doomed, gw.url);
+      const { task } = await callAsTask(client, "acme/revoked-1");
+      await w.ingest.tick();
+      const raw = rawResult(gw.url, doomed, task.taskId);
+      await raw.until(() => raw.comments() >= 1);
+      await w.db.prisma.virtualKey.update({ where: { id: row.id }, data: { revokedAt: new Date() } });
+      await vote(w, w.reviewers[0]!, task.taskId, "DENY"); // the task ends
+      const message = await raw.message();
+      expect(message.error?.code).toBe(-32001);
+      expect(JSON.stringify(message)).not.toContain("rejected");
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("a key may hold only so many open waits per process (typed -32004 task_waits_exhausted past the cap); another key is not counted with it, and a freed place is taken again", async () => {
     const gw = await w.serveGateway({ keepAliveMs: 20, maxWaitsPerKey: 2 });
     try {
