@@ -71,10 +71,11 @@ export const NOT_READY_RETRY_AFTER_SECONDS = 10;
  * - `approval_stream_unavailable`: the ticket could not be written to stream:approvals, so
  *   nothing was held.
  * - `held_record_missing`: a resume found no committed held record (an orphan ticket).
- * - `task_working`: `tasks/result` waited as long as one request may, and the held call is still
- *   waiting (for its reviewers, or its execution): ask again.
+ * - `task_waits_exhausted`: this virtual key already has as many `tasks/result` waits open on
+ *   this gateway process as it may (src/gateway/tasks.ts, `maxWaitsPerKey`): end one, or read
+ *   the task with `tasks/get` meanwhile.
  */
-export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing" | "task_working";
+export type NotReadyReason = "approval_stream_unavailable" | "held_record_missing" | "task_waits_exhausted";
 
 export type NotReadyData = {
   error: "not_ready";

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, RESUME_PATH, type Gateway, type GatewayResponse } from "./gateway.js";
 import { sha256Hex } from "../domain/canonical.js";
 import { jsonTextProblem, MAX_JSON_DEPTH } from "../domain/text.js";
-import { createMcpHandler } from "./mcp.js";
+import { createMcpHandler, resumeTaskResult } from "./mcp.js";
 import { RecentSet } from "../domain/recent-set.js";
 
 /**
@@ -147,10 +147,20 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
     routes.push({
       owner: "gateway",
       // Stateless: no standalone stream to GET and no session to DELETE (the client expects 405).
-      methods: ["POST"],
+      // A GET is served only as the resumption of a broken tasks/result stream (Last-Event-ID).
+      methods: ["POST", "GET"],
       path: toolsPath,
       credential: "virtual-key",
       async handle(req, res) {
+        if (req.method === "GET") {
+          if (!req.headers["last-event-id"] || !gateway.tasks) {
+            send(res, { status: 405, headers: { allow: "POST" }, body: { error: "method_not_allowed" } });
+            return true;
+          }
+          if (!(await admit(req, res, "tools"))) return true;
+          if (!(await resumeTaskResult(gateway, req, res))) send(res, { status: 405, headers: { allow: "POST" }, body: { error: "method_not_allowed" } });
+          return true;
+        }
         if (!(await admit(req, res, "tools"))) return true;
         const body = await readJson(req, res, maxBodyBytes);
         if (!body.ok) return true;

@@ -122,6 +122,19 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
       stream.finish(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result });
       return;
     }
+    // tasks/result blocks until its task ends (hours, for a held call): answered here, as an SSE
+    // stream that keeps the request open past every idle timeout (src/gateway/tasks.ts decides
+    // when it ends; this writes what waits).
+    if (gateway.tasks && !Array.isArray(body) && isRequest(body) && body.method === "tasks/result") {
+      const refused = transportRefusal(req);
+      if (refused) {
+        res.writeHead(refused.status, { "content-type": "application/json" });
+        res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: refused.message }, id: null }));
+        return;
+      }
+      await answerTaskResult(gateway.tasks, res, authorization, body);
+      return;
+    }
     // Malformed tools/call params would reach the SDK's handler as an internal error (-32603):
     // answered here as what they are, invalid params (-32602), on HTTP 200 like every answer.
     // (`null` or a number is a message too, for the transport to refuse: never read as an object here.)
@@ -193,6 +206,98 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
   };
+}
+
+/**
+ * One `tasks/result`, answered as it waits. A task already terminal is answered JSON at once.
+ * One that is still working turns the answer into an SSE stream (MCP Streamable HTTP lets the
+ * server answer any POSTed request with one, and send notifications on it before the response):
+ * every `keepAliveMs` it writes a progress notification when the request asked for progress
+ * (`params._meta.progressToken`; the SDK client's `resetTimeoutOnProgress` then keeps its own
+ * request timeout from firing), an SSE comment otherwise (which every SSE reader skips, and which
+ * keeps proxies from closing an idle connection); the last event is the answer. The client going
+ * away (the response closes) aborts the wait.
+ */
+async function answerTaskResult(tasks: NonNullable<Gateway["tasks"]>, res: ServerResponse, authorization: string | undefined, body: { id: string | number; params?: unknown }): Promise<void> {
+  const params = isObject(body.params) ? body.params : {};
+  const progressToken = progressTokenOf(params);
+  const aborter = new AbortController();
+  const gone = () => aborter.abort();
+  res.on("close", gone);
+  let streaming = false;
+  let keepAlive: NodeJS.Timeout | undefined;
+  let progress = 0;
+  let statusMessage = "";
+  const tick = () => {
+    if (res.writableEnded || res.destroyed) return;
+    if (progressToken === undefined) res.write(": waiting\n\n");
+    else res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken, progress: ++progress, message: statusMessage } })}\n\n`);
+  };
+  const onWaiting = (message: string) => {
+    statusMessage = message;
+    if (streaming || res.writableEnded || res.destroyed) return;
+    streaming = true;
+    if (!res.headersSent) res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" });
+    // The priming event: its id names the wait, so a client whose stream breaks (this process
+    // restarts) reconnects with GET and Last-Event-ID, and any gateway process answers it there.
+    if (typeof params["taskId"] === "string") res.write(`id: ${resumptionId(params["taskId"], body.id)}\nretry: ${RESUME_RETRY_MS}\ndata: \n\n`);
+    tick();
+    keepAlive = setInterval(tick, tasks.keepAliveMs);
+  };
+  let answer: RpcAnswer;
+  try {
+    answer = await tasks.result({ authorization, taskId: params["taskId"], signal: aborter.signal, onWaiting });
+  } catch {
+    answer = { error: { code: ErrorCode.InternalError, message: "task_result_unavailable", data: { error: "task_result_unavailable", message: "the task could not be read; call tasks/result again" } } };
+  } finally {
+    clearInterval(keepAlive);
+    res.off("close", gone);
+  }
+  if (res.writableEnded || res.destroyed) return;
+  const message = JSON.stringify("error" in answer ? { jsonrpc: "2.0", id: body.id, error: answer.error } : { jsonrpc: "2.0", id: body.id, result: answer.result });
+  if (streaming || res.headersSent) {
+    res.end(`event: message\ndata: ${message}\n\n`);
+    return;
+  }
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(message);
+}
+
+/** How soon (ms) a client whose tasks/result stream broke reconnects (the SSE `retry` field). */
+const RESUME_RETRY_MS = 1_000;
+const RESUMPTION_ID = /^cs-task\.([A-Za-z0-9][A-Za-z0-9._:-]{0,127})\.([A-Za-z0-9_-]{1,200})$/;
+
+/** A waiting tasks/result's SSE event id: the task and the JSON-RPC id its answer must carry. */
+function resumptionId(taskId: string, requestId: string | number): string {
+  return `cs-task.${taskId}.${Buffer.from(JSON.stringify(requestId)).toString("base64url")}`;
+}
+
+function parseResumptionId(value: string): { taskId: string; requestId: string | number } | null {
+  const m = RESUMPTION_ID.exec(value);
+  if (!m) return null;
+  try {
+    const id: unknown = JSON.parse(Buffer.from(m[2]!, "base64url").toString("utf8"));
+    if (typeof id === "string" ? id.length > 256 : !(typeof id === "number" && Number.isInteger(id))) return null;
+    return { taskId: m[1]!, requestId: id as string | number };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `GET` with `Last-Event-ID` from a tasks/result stream that broke (Streamable HTTP's resumption):
+ * the same wait, on whichever process the client reached, answered on this SSE stream with the
+ * original request's id. The task is read for the key presenting it, as every task is (another
+ * key gets what an unknown id gets). False when the request is not such a resumption.
+ */
+export async function resumeTaskResult(gateway: Gateway, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+  const last = req.headers["last-event-id"];
+  const resumed = gateway.tasks && typeof last === "string" ? parseResumptionId(last) : null;
+  if (!resumed || !gateway.tasks || !String(req.headers.accept ?? "").includes("text/event-stream")) return false;
+  const authorization = Array.isArray(req.headers.authorization) ? req.headers.authorization[0] : req.headers.authorization;
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" });
+  await answerTaskResult(gateway.tasks, res, authorization, { id: resumed.requestId, params: { taskId: resumed.taskId } });
+  return true;
 }
 
 /** A task-augmented request carries `params.task` (an object; MCP 2025-11-25, "Tasks"). */

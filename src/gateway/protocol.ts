@@ -189,9 +189,14 @@ export type Gateway = {
 export type GatewayTasks = {
   callTool(input: ToolCallInput): Promise<RpcAnswer>;
   get(input: { authorization: string | null | undefined; taskId: unknown }): Promise<RpcAnswer>;
-  result(input: { authorization: string | null | undefined; taskId: unknown; signal?: AbortSignal }): Promise<RpcAnswer>;
+  /** Blocks until the task is terminal; `onWaiting` hears its status while it waits, `signal` ends the wait. */
+  result(input: { authorization: string | null | undefined; taskId: unknown; signal?: AbortSignal; onWaiting?: (statusMessage: string) => void }): Promise<RpcAnswer>;
   list(input: { authorization: string | null | undefined; cursor: unknown }): Promise<RpcAnswer>;
   cancel(input: { authorization: string | null | undefined; taskId: unknown }): Promise<RpcAnswer>;
+  /** How often a waiting tasks/result writes on its open answer. */
+  readonly keepAliveMs: number;
+  /** Open tasks/result waits on this process. */
+  openWaits(): number;
 };
 
 export const toolCallSchema = z.object({

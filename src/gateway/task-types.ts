@@ -60,14 +60,25 @@ export type TaskOptions = {
    */
   reviewProgress?: (approvalId: string) => Promise<string | null>;
   wake?: TaskWake;
-  /** Suggested to clients as `pollInterval`, and how often a waiting tasks/result re-reads. Default 2 s. */
+  /** Suggested to clients as `pollInterval` (for those that poll `tasks/get`). Default 2 s. */
   pollIntervalMs?: number;
   /**
-   * How long one `tasks/result` blocks before it answers not_ready (`task_working`, retryable).
-   * Default 50 s: below the SDK client's 60 s request timeout, so the client reads an answer
-   * instead of timing out, and calls again.
+   * How often a waiting `tasks/result` re-reads its task for a wake it missed (a lost Redis
+   * message): the wake is what ends a wait; this is the sweep behind it. Default 30 s with a
+   * `wake`, `pollIntervalMs` without one. A held call that reaches its expiry is re-read then too.
    */
-  resultWaitMs?: number;
+  sweepIntervalMs?: number;
+  /**
+   * How often a waiting `tasks/result` writes on its SSE answer (a comment, or a progress
+   * notification when the request carried a progress token), so no proxy's or client's idle
+   * timeout ends it. Default 15 s.
+   */
+  keepAliveMs?: number;
+  /**
+   * Open `tasks/result` waits one virtual key may hold on one gateway process; past it the
+   * request is answered -32004 not_ready (`task_waits_exhausted`). Default 16.
+   */
+  maxWaitsPerKey?: number;
   /**
    * Takes a cancelled call's request out of the reviewers' inbox (Countersign passes
    * src/services/approvals/withdraw.ts). Called once the execution is spent, so a failure here

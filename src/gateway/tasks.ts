@@ -20,13 +20,20 @@ export const TASKS_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { cal
 const notFound = (taskId: string): RpcAnswer => ({ error: { code: GATEWAY_JSONRPC.invalidParams, message: `Failed to retrieve task: Task not found`, data: { error: "task_not_found", task_id: taskId.slice(0, 128) } } });
 const unauthorized: RpcAnswer = { error: { code: GATEWAY_JSONRPC.unauthorized, message: "unauthorized", data: { error: "unauthorized", message: "send a live virtual key as `Authorization: Bearer <key>`" } } };
 
+/** What a wait answers once its client went away (nobody reads it). */
+const GONE: RpcAnswer = { error: { code: GATEWAY_JSONRPC.invalidRequest, message: "request_ended", data: { error: "request_ended" } } };
+
 export type Tasks = ReturnType<typeof createTasks>;
 
 export function createTasks(deps: GatewayDeps, options: TaskOptions) {
   const { store } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 2_000;
-  const resultWaitMs = options.resultWaitMs ?? 50_000;
+  const sweepIntervalMs = options.sweepIntervalMs ?? (options.wake ? 30_000 : pollIntervalMs);
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const maxWaitsPerKey = options.maxWaitsPerKey ?? 16;
   const pageSize = options.listPageSize ?? 50;
+  /** Open tasks/result waits by virtual key id (this process's). */
+  const waits = new Map<string, number>();
 
   /** The task, for the key that made the call; any other key gets what an unknown id gets. */
   async function owned(authorization: string | null | undefined, taskId: unknown): Promise<{ row: TaskRow } | RpcAnswer> {
@@ -72,8 +79,15 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
     });
   }
 
+  /** The next re-read: the sweep, or the held call's expiry when that comes first (it ends the task unannounced). */
+  function nextReadIn(row: TaskRow): number {
+    const toExpiry = row.expiresAt.getTime() - deps.now().getTime();
+    return toExpiry > 0 ? Math.min(sweepIntervalMs, toExpiry + 1) : sweepIntervalMs;
+  }
+
   return {
     pollIntervalMs,
+    keepAliveMs,
 
     /**
      * A task-augmented tools/call: the call goes through the gateway exactly as a plain one (gate,
@@ -117,24 +131,66 @@ export function createTasks(deps: GatewayDeps, options: TaskOptions) {
     /**
      * Blocks until the task is terminal, then answers exactly what the call answers now: the
      * tool's result (stored once, at its one execution), or the JSON-RPC error of a call that
-     * closed without running — with the related-task `_meta`.
+     * closed without running — with the related-task `_meta`. No bound but the task's own: a
+     * held call ends (decided and run, denied, expired at its `expiresAt`, invalidated,
+     * cancelled), and the wait with it. A wake (`approval:changed`) re-reads the task at once; a
+     * sweep every `sweepIntervalMs`, and one at the held call's expiry, catch what a wake missed.
+     * `onWaiting` hears the task's status message when the wait starts and at each re-read that
+     * finds it still working (the caller keeps its answer open meanwhile). The wait ends, and
+     * frees its listener, timer and place, when `signal` aborts (the client went away); what it
+     * answers then is read by nobody.
      */
-    async result(input: { authorization: string | null | undefined; taskId: unknown; signal?: AbortSignal }): Promise<RpcAnswer> {
+    async result(input: { authorization: string | null | undefined; taskId: unknown; signal?: AbortSignal; onWaiting?: (statusMessage: string) => void }): Promise<RpcAnswer> {
       const found = await owned(input.authorization, input.taskId);
       if (!("row" in found)) return found;
       let row = found.row;
-      const deadline = Date.now() + resultWaitMs;
-      for (;;) {
-        const state = taskState(row, deps.now());
-        if (state.status !== "working") return finalAnswer(row, state);
-        const left = deadline - Date.now();
-        if (left <= 0 || input.signal?.aborted) {
-          const nr = notReadyJsonRpc("task_working", 1);
-          return { error: { code: nr.code, message: nr.message, data: { ...nr.data, task_id: row.approvalId, _meta: { [RELATED_TASK_META_KEY]: { taskId: row.approvalId } } } } };
-        }
-        await pause(row.approvalId, Math.min(left, pollIntervalMs), input.signal);
-        row = (await store.findTask(row.approvalId)) ?? row;
+      let state = taskState(row, deps.now());
+      if (state.status !== "working") return finalAnswer(row, state);
+      const keyId = row.virtualKeyId;
+      const open = waits.get(keyId) ?? 0;
+      if (open >= maxWaitsPerKey) {
+        const nr = notReadyJsonRpc("task_waits_exhausted", Math.max(1, Math.ceil(pollIntervalMs / 1000)));
+        return {
+          error: {
+            code: nr.code,
+            message: nr.message,
+            data: { ...nr.data, max_waits_per_key: maxWaitsPerKey, message: `this key already waits on ${maxWaitsPerKey} tasks here; end one, or read this one with tasks/get`, task_id: row.approvalId, _meta: { [RELATED_TASK_META_KEY]: { taskId: row.approvalId } } },
+          },
+        };
       }
+      waits.set(keyId, open + 1);
+      try {
+        input.onWaiting?.((await describe(row)).statusMessage ?? state.statusMessage);
+        for (;;) {
+          await pause(row.approvalId, nextReadIn(row), input.signal);
+          if (input.signal?.aborted) return GONE;
+          try {
+            row = (await store.findTask(row.approvalId)) ?? row;
+          } catch (error) {
+            // A failed read ends nothing: the next wake or sweep reads again.
+            deps.log.warn({ approvalId: row.approvalId, err: String(error) }, "waiting task not re-read; reading it again at the next wake or sweep");
+            continue;
+          }
+          state = taskState(row, deps.now());
+          if (state.status !== "working") {
+            // The key is asked again at the end of a wait: one revoked meanwhile reads nothing.
+            const key = await liveKey(deps, input.authorization);
+            return key && key.id === row.virtualKeyId ? finalAnswer(row, state) : unauthorized;
+          }
+          input.onWaiting?.((await describe(row).catch(() => null))?.statusMessage ?? state.statusMessage);
+        }
+      } finally {
+        const left = (waits.get(keyId) ?? 1) - 1;
+        if (left > 0) waits.set(keyId, left);
+        else waits.delete(keyId);
+      }
+    },
+
+    /** Open tasks/result waits on this process, all keys (what a test or an operator reads). */
+    openWaits(): number {
+      let n = 0;
+      for (const count of waits.values()) n += count;
+      return n;
     },
 
     async list(input: { authorization: string | null | undefined; cursor: unknown }): Promise<RpcAnswer> {

@@ -534,7 +534,8 @@ export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
     const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new UpstreamError("upstream_not_configured", "the connection's upstream url is not http(s)");
     const headers: Record<string, string> = {};
-    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+    const given = init?.headers;
+    (given instanceof Headers ? given : new Headers(given)).forEach((value, name) => (headers[name] = value));
     const body = typeof init?.body === "string" ? init.body : init?.body == null ? "" : null;
     if (body === null) throw new TypeError("the upstream fetch sends string bodies only");
     if (body !== "" || method === "POST") headers["content-length"] = String(Buffer.byteLength(body));
@@ -576,8 +577,8 @@ export function createUpstreamFetch(policy: OutboundPolicy): typeof fetch {
         });
         res.on("error", reject);
         res.on("end", () => {
-          const payload = empty || chunks.length === 0 ? null : Buffer.concat(chunks);
-          resolve(new Response(payload, { status, headers: responseHeaders(res.headers) }));
+          const payload = empty || chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+          resolve(bufferedResponse(url, status, res.headers, payload));
         });
       });
       const onAbort = () => req.destroy(aborted());
@@ -610,6 +611,49 @@ function tracedFetch(base: typeof fetch): typeof fetch {
       return response;
     });
   };
+}
+
+/**
+ * A POST's answer read whole, as the SDK's transport reads a Response (status, ok, headers.get,
+ * json, text, body?.cancel, url): no WHATWG Response, Headers or body stream is built for it, which
+ * was most of the gateway's cost of reading an upstream's JSON answer. Anything else a caller
+ * asks of it is absent; it is a Response only as far as the transport's use goes.
+ */
+function bufferedResponse(url: URL, status: number, raw: IncomingHttpHeaders, payload: Buffer | null): Response {
+  let used = false;
+  const read = (): string => {
+    if (used) throw new TypeError("Body is unusable: Body has already been read");
+    used = true;
+    return payload === null ? "" : payload.toString("utf8");
+  };
+  const headers = {
+    get(name: string): string | null {
+      const value = raw[name.toLowerCase()];
+      return value === undefined ? null : Array.isArray(value) ? value.join(", ") : String(value);
+    },
+    has: (name: string) => raw[name.toLowerCase()] !== undefined,
+    forEach: (fn: (value: string, name: string) => void) => responseHeaders(raw).forEach(fn),
+  };
+  const response = {
+    status,
+    ok: status >= 200 && status < 300,
+    statusText: "",
+    redirected: false,
+    type: "basic",
+    url: url.href,
+    headers,
+    body: null,
+    get bodyUsed() {
+      return used;
+    },
+    text: async () => read(),
+    json: async (): Promise<unknown> => JSON.parse(read()),
+    arrayBuffer: async () => {
+      read();
+      return payload === null ? new ArrayBuffer(0) : payload.buffer.slice(payload.byteOffset, payload.byteOffset + payload.byteLength);
+    },
+  };
+  return response as unknown as Response;
 }
 
 function responseHeaders(raw: IncomingHttpHeaders): Headers {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -14,7 +14,7 @@ import { createWorld, vote, type World } from "./world.js";
 let w: World;
 let otherKey: string;
 beforeAll(async () => {
-  w = await createWorld({ tasks: { pollIntervalMs: 50, resultWaitMs: 10_000, listPageSize: 3 } });
+  w = await createWorld({ tasks: { pollIntervalMs: 50, listPageSize: 3 } });
   otherKey = generateVirtualKey();
   await w.db.prisma.virtualKey.create({
     data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "other-agent", keyHash: hashVirtualKey(otherKey), prefix: virtualKeyPrefix(otherKey), createdById: w.org.adminId },
@@ -237,23 +237,233 @@ describe("no sessions: the task is in the database", () => {
       await second.close();
     }
   });
+
+  it("a wait cut by its gateway's restart resumes on the process that comes back: the SDK client reconnects with Last-Event-ID and gets the result as the answer to its original request", async () => {
+    const first = await w.serveGateway({ keepAliveMs: 20 });
+    const client = await agent(w.keyPlaintext, first.url);
+    const { task } = await callAsTask(client, "acme/restart-2");
+    const pending = client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+    const raw = rawResult(first.url, w.keyPlaintext, task.taskId);
+    await raw.until(() => raw.comments() >= 1);
+    await vi.waitFor(() => expect(first.gateway.tasks!.openWaits()).toBe(2));
+    const eventId = /^id: (\S+)$/m.exec(raw.text())![1]!;
+    await first.close();
+    // The cut connections end their waits on the old process too.
+    await vi.waitFor(() => expect(first.gateway.tasks!.openWaits()).toBe(0));
+
+    // The same address, a new gateway (the SDK client reconnects where it was).
+    const second = await w.serveGateway({ keepAliveMs: 20 }, Number(new URL(first.url).port));
+    try {
+      await vi.waitFor(() => expect(second.gateway.tasks!.openWaits()).toBe(1), { timeout: 10_000 });
+      // Another key presenting the same event id learns nothing: the answer unknown ids get.
+      const stranger = await fetch(`${second.url}/v1/mcp`, { headers: { authorization: `Bearer ${otherKey}`, accept: "text/event-stream", "last-event-id": eventId } });
+      const strangerText = await stranger.text();
+      expect(lastMessage(strangerText)).toMatchObject({ id: 7, error: { code: -32602, data: { error: "task_not_found" } } });
+      expect(strangerText).not.toContain("acme/restart-2");
+      await approve(task.taskId);
+      expect(((await pending) as CallToolResult).structuredContent).toEqual({ deleted: "acme/restart-2" });
+      expect(executionsOf(task.taskId)).toHaveLength(1);
+    } finally {
+      await second.close();
+    }
+  });
 });
 
-describe("bounds", () => {
-  it("tasks/result waits at most its bound, then answers not_ready (task_working, retryable) for the still-waiting task", async () => {
-    const short = await w.serveGateway({ resultWaitMs: 150 });
+/**
+ * A tasks/result read off the wire (fetch, no SDK), so what the gateway writes while it waits is
+ * seen: the SSE comments, the priming event, the final message.
+ */
+function rawResult(url: string, key: string, taskId: string) {
+  const aborter = new AbortController();
+  let text = "";
+  const seen: (() => void)[] = [];
+  const response = fetch(`${url}/v1/mcp`, {
+    method: "POST",
+    signal: aborter.signal,
+    headers: { authorization: `Bearer ${key}`, accept: "application/json, text/event-stream", "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tasks/result", params: { taskId } }),
+  });
+  const read = (async () => {
+    const res = await response;
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(chunk, { stream: true });
+      for (const s of seen.splice(0)) s();
+    }
+  })().catch(() => {});
+  const comments = () => text.split("\n").filter((line) => line.startsWith(":")).length;
+  return {
+    response,
+    text: () => text,
+    comments,
+    /** Resolves once `test` holds of what was read so far (checked at every chunk). */
+    async until(test: () => boolean): Promise<void> {
+      while (!test()) await Promise.race([new Promise<void>((resolve) => seen.push(resolve)), read]);
+    },
+    /** The JSON-RPC message the stream ends with. */
+    async message(): Promise<{ id: unknown; result?: CallToolResult; error?: { code: number; data?: unknown } }> {
+      await read;
+      return lastMessage(text) as never;
+    },
+    abort: () => aborter.abort(),
+  };
+}
+
+function lastMessage(sse: string): unknown {
+  const data = sse.split("\n").filter((line) => line.startsWith("data: ") && line.length > 6).pop();
+  return data === undefined ? null : JSON.parse(data.slice(6));
+}
+
+/** The world's wake, counting who listens (a waiter's listener and its sweep timer are dropped together). */
+function countingWake() {
+  let listening = 0;
+  return {
+    listening: () => listening,
+    wake: {
+      subscribe(listener: (id: string) => void) {
+        listening++;
+        const off = w.wake.subscribe(listener);
+        let on = true;
+        return () => {
+          if (on) listening--;
+          on = false;
+          off();
+        };
+      },
+    },
+  };
+}
+
+describe("tasks/result blocks until the task ends", () => {
+  it("past any bound a request had: an SSE answer that keeps writing while reviewers take their time (a comment per beat, nothing else), then the tool's result", async () => {
+    // Every beat and sweep far below what one request used to be allowed (50 s): the wait goes on through many of each.
+    const gw = await w.serveGateway({ keepAliveMs: 20, sweepIntervalMs: 20 });
     try {
-      const client = await agent(w.keyPlaintext, short.url);
-      const { task } = await callAsTask(client, "acme/bound-1");
-      const error = await rpcError(client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema));
-      expect(error.code).toBe(-32004);
-      expect(error.data).toMatchObject({ error: "not_ready", reason: "task_working", retryable: true, task_id: task.taskId, _meta: { [RELATED_TASK_META_KEY]: { taskId: task.taskId } } });
-      expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("working");
+      const client = await agent(w.keyPlaintext, gw.url);
+      const { task } = await callAsTask(client, "acme/block-1");
+      await w.ingest.tick();
+      const raw = rawResult(gw.url, w.keyPlaintext, task.taskId);
+      expect((await raw.response).headers.get("content-type")).toBe("text/event-stream");
+      await raw.until(() => raw.comments() >= 10);
+      expect(raw.text()).not.toContain("event: message");
+      expect(raw.text()).toMatch(/^id: cs-task\.apr_[^\n]+\nretry: \d+\ndata: \n\n/);
+      await vote(w, w.reviewers[0]!, task.taskId);
+      await raw.until(() => raw.comments() >= 20);
+      expect(raw.text()).not.toContain("event: message");
+      await vote(w, w.reviewers[1]!, task.taskId);
+      await w.delivery.tick();
+      const message = await raw.message();
+      expect(message.id).toBe(7);
+      expect(message.result?.structuredContent).toEqual({ deleted: "acme/block-1" });
+      expect(message.result?._meta?.[RELATED_TASK_META_KEY]).toEqual({ taskId: task.taskId });
+      expect(executionsOf(task.taskId)).toHaveLength(1);
+      expect(gw.gateway.tasks!.openWaits()).toBe(0);
     } finally {
-      await short.close();
+      await gw.close();
     }
   });
 
+  it("a client that asks for progress hears the task's status on each beat, so the SDK client's own request timeout (resetTimeoutOnProgress) never ends the wait", async () => {
+    const gw = await w.serveGateway({ keepAliveMs: 20 });
+    try {
+      const client = await agent(w.keyPlaintext, gw.url);
+      const { task } = await callAsTask(client, "acme/block-2");
+      await w.ingest.tick();
+      const heard: string[] = [];
+      let enough!: () => void;
+      const heardEnough = new Promise<void>((resolve) => (enough = resolve));
+      const pending = client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, {
+        timeout: 400,
+        resetTimeoutOnProgress: true,
+        onprogress: (p) => {
+          heard.push(p.message ?? "");
+          // Many beats: together far longer than the client's timeout.
+          if (heard.length === 60) enough();
+        },
+      });
+      await Promise.race([heardEnough, pending]);
+      expect(heard).toHaveLength(60);
+      expect(heard[0]).toContain("waiting for approval: 0 of 2 approvals");
+      await approve(task.taskId);
+      expect(((await pending) as CallToolResult).structuredContent).toEqual({ deleted: "acme/block-2" });
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("a client that goes away ends its wait: its place, its wake listener and its timers are freed", async () => {
+    const counting = countingWake();
+    const gw = await w.serveGateway({ keepAliveMs: 20, wake: counting.wake });
+    try {
+      const client = await agent(w.keyPlaintext, gw.url);
+      const { task } = await callAsTask(client, "acme/gone-1");
+      const raw = rawResult(gw.url, w.keyPlaintext, task.taskId);
+      await raw.until(() => raw.comments() >= 1);
+      expect(gw.gateway.tasks!.openWaits()).toBe(1);
+      expect(counting.listening()).toBe(1);
+      raw.abort();
+      // The place is given back in the wait's `finally`, which clears the beat; the listener is
+      // dropped with the sweep's timer (one function): both counts at 0 say every timer is gone.
+      await vi.waitFor(() => expect([gw.gateway.tasks!.openWaits(), counting.listening()]).toEqual([0, 0]));
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("a key revoked while it waits reads nothing when the task ends: the wait answers unauthorized (-32001), not the call's outcome", async () => {
+    const doomed = generateVirtualKey();
+    const row = await w.db.prisma.virtualKey.create({
+      data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "doomed-agent", keyHash: hashVirtualKey(doomed), prefix: virtualKeyPrefix(doomed), createdById: w.org.adminId },
+    });
+    const gw = await w.serveGateway({ keepAliveMs: 20 });
+    try {
+      const client = await agent(doomed, gw.url);
+      const { task } = await callAsTask(client, "acme/revoked-1");
+      await w.ingest.tick();
+      const raw = rawResult(gw.url, doomed, task.taskId);
+      await raw.until(() => raw.comments() >= 1);
+      await w.db.prisma.virtualKey.update({ where: { id: row.id }, data: { revokedAt: new Date() } });
+      await vote(w, w.reviewers[0]!, task.taskId, "DENY"); // the task ends
+      const message = await raw.message();
+      expect(message.error?.code).toBe(-32001);
+      expect(JSON.stringify(message)).not.toContain("rejected");
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("a key may hold only so many open waits per process (typed -32004 task_waits_exhausted past the cap); another key is not counted with it, and a freed place is taken again", async () => {
+    const gw = await w.serveGateway({ keepAliveMs: 20, maxWaitsPerKey: 2 });
+    try {
+      const client = await agent(w.keyPlaintext, gw.url);
+      const ids: string[] = [];
+      for (const repo of ["acme/cap-1", "acme/cap-2", "acme/cap-3"]) ids.push((await callAsTask(client, repo)).task.taskId);
+      const first = rawResult(gw.url, w.keyPlaintext, ids[0]!);
+      const second = rawResult(gw.url, w.keyPlaintext, ids[1]!);
+      await first.until(() => first.comments() >= 1);
+      await second.until(() => second.comments() >= 1);
+      const error = await rpcError(client.experimental.tasks.getTaskResult(ids[2]!, CallToolResultSchema));
+      expect(error.code).toBe(-32004);
+      expect(error.data).toMatchObject({ error: "not_ready", reason: "task_waits_exhausted", retryable: true, max_waits_per_key: 2, task_id: ids[2] });
+
+      const other = await agent(otherKey, gw.url);
+      const { task: theirs } = await callAsTask(other, "acme/cap-other");
+      const theirWait = rawResult(gw.url, otherKey, theirs.taskId);
+      await theirWait.until(() => theirWait.comments() >= 1);
+
+      first.abort();
+      await vi.waitFor(() => expect(gw.gateway.tasks!.openWaits()).toBe(2));
+      const third = rawResult(gw.url, w.keyPlaintext, ids[2]!);
+      await third.until(() => third.comments() >= 1);
+      for (const r of [second, theirWait, third]) r.abort();
+      await vi.waitFor(() => expect(gw.gateway.tasks!.openWaits()).toBe(0));
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe("bounds", () => {
   it("tasks/list pages all of the key's tasks newest first with an opaque cursor; a forged cursor is -32602", async () => {
     const client = await agent();
     const pages: string[][] = [];

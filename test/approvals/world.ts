@@ -5,7 +5,7 @@ import { createDeliveryWorker, type DeliveryOptions } from "../../src/workers/de
 import { createIngestWorker, type IngestOptions } from "../../src/workers/ingest.js";
 import { validateApprovalRules, type ApprovalRule } from "../../src/domain/approvals/policy.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
-import { createGateway, type GatewayOptions, type ToolCallInput } from "../../src/gateway/gateway.js";
+import { createGateway, type GatewayOptions, type TaskOptions, type ToolCallInput } from "../../src/gateway/gateway.js";
 import { createGatewayHttpHandler } from "../../src/gateway/http.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { createPostgresGatewayStore } from "../../src/gateway/postgres-store.js";
@@ -56,7 +56,7 @@ export async function createWorld(
     ingest?: Partial<IngestOptions>;
     rules?: ApprovalRule[];
     env?: Record<string, string>;
-    tasks?: { pollIntervalMs?: number; resultWaitMs?: number; listPageSize?: number };
+    tasks?: Partial<TaskOptions>;
     /** Sees every request the upstream receives (its headers and JSON-RPC body). */
     onUpstreamRequest?: UpstreamRequestHook;
   } = {},
@@ -110,7 +110,7 @@ export async function createWorld(
 
   // Held calls as MCP tasks, as Countersign wires them (src/workers/runtime.ts), when asked for.
   const wake = approvalWake(t.events);
-  const gatewayOptions = (tasks: { resultWaitMs?: number } = {}): GatewayOptions => ({
+  const gatewayOptions = (tasks: Partial<TaskOptions> = {}): GatewayOptions => ({
     store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
@@ -124,7 +124,7 @@ export async function createWorld(
   });
 
   /** A gateway instance (the library on an HTTP server of its own) on the world's database, stream and upstream. */
-  async function serveGateway(tasks: { resultWaitMs?: number } = {}) {
+  async function serveGateway(tasks: Partial<TaskOptions> = {}, port = 0) {
     const instance = createGateway(gatewayOptions(tasks));
     const handler = createGatewayHttpHandler(instance);
     const server: Server = createServer((req, res) => {
@@ -132,7 +132,7 @@ export async function createWorld(
         if (!handled) res.writeHead(404).end();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
     const address = server.address();
     return {
       gateway: instance,
@@ -197,6 +197,8 @@ export async function createWorld(
     gateway,
     gatewayUrl,
     serveGateway,
+    /** What wakes waiting tasks/result calls (the event bus's approval:changed). */
+    wake,
     ingest,
     delivery,
     callTool,
