@@ -117,9 +117,9 @@ const EnvSchema = z.object({
   COUNTERSIGN_SLACK_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
   /**
    * Comma-separated hosts an HCP Terraform run task's plan_json_api_url and task_result_callback_url
-   * may name (Terraform Enterprise: its own host); any other is refused. HCP Terraform's is app.terraform.io.
+   * may name (Terraform Enterprise: its own host); any other is refused. HCP Terraform: app.terraform.io, and archivist.terraform.io where its plan downloads redirect.
    */
-  COUNTERSIGN_HCP_HOSTS: z.string().default("app.terraform.io"),
+  COUNTERSIGN_HCP_HOSTS: z.string().default("app.terraform.io,archivist.terraform.io"),
   /**
    * "1" lets those URLs be http: and on loopback or private addresses (a Terraform Enterprise on
    * the internal network, or a local stand-in); off, https: on public addresses. Never-allowed ranges stay refused.
