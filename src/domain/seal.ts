@@ -1,6 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import { InvalidStateError } from "../errors.js";
-import type { Config } from "../infra/config.js";
 
 /**
  * AES-256-GCM under a key derived (HKDF-SHA256) from a configured secret and a purpose, so a row
@@ -34,12 +33,11 @@ export function unseal(purpose: string, secret: string, sealed: string): string 
 }
 
 /**
- * The secret every integration seals its credentials under (webhook signing secrets, Slack and
- * HCP Terraform keys, GitHub App credentials): COUNTERSIGN_WEBHOOK_SECRET_KEY, falling back to
- * COUNTERSIGN_APPROVAL_SECRET. Without one, nothing is stored: `entity` (the GraphQL type being
- * configured) is named in the InvalidStateError the caller gets.
+ * The secret a configured credential (a webhook's signing secret, a Slack app's, a GitHub App's
+ * key) is sealed under: COUNTERSIGN_WEBHOOK_SECRET_KEY, or COUNTERSIGN_APPROVAL_SECRET. Without
+ * one nothing is stored: `entity` (the GraphQL type being configured) names what cannot be.
  */
-export function sealingKeyFor(config: Pick<Config, "webhooks">, entity: string): string {
+export function sealingKeyFor(config: { webhooks: { secretKey?: string | null } }, entity: string): string {
   const key = config.webhooks.secretKey;
   if (!key) {
     throw new InvalidStateError(
