@@ -234,5 +234,37 @@ export function createHcpRunTaskWorker(deps: { db: Database; config: Config; eve
   }
 
   const loop = createWorkerLoop({ intervalMs: settings.intervalMs, tick, log, failed: "hcp run task tick failed" });
-  return { tick, start: loop.start, wake: loop.wake, stop: loop.stop };
+
+  // A gate that may have moved (an approval, a newer plan, a grant) wakes the loop at once; the
+  // interval still reads every open task, so a lost event only delays a callback.
+  let iterators: AsyncIterator<unknown>[] = [];
+  function listen(): void {
+    for (const topic of ["gate:changed", "authz:changed"] as const) {
+      const it = deps.events.subscribe(topic);
+      iterators.push(it);
+      void (async () => {
+        for (;;) {
+          const next = await it.next();
+          if (next.done) return;
+          loop.wake();
+        }
+      })().catch((error: unknown) => log.warn({ err: String(error) }, "hcp run task wake-ups stopped: open tasks are read on the interval"));
+    }
+  }
+
+  return {
+    tick,
+    wake: loop.wake,
+    start() {
+      if (loop.started) return;
+      loop.start();
+      listen();
+    },
+    async stop() {
+      const open = iterators;
+      iterators = [];
+      await Promise.all(open.map((it) => it.return?.()));
+      await loop.stop();
+    },
+  };
 }
