@@ -153,7 +153,7 @@ export function createHcpRunTaskWorker(deps: { db: Database; config: Config; eve
     }
     try {
       const authz = memberAuthz(db, job.orgId, job.configuredById);
-      const created = await submitPlan({ db, authz, events: deps.events }, { workspaceId: job.workspaceId, plan, runUrl: job.runUrl });
+      const created = await submitPlan({ db, authz, events: deps.events }, { workspaceId: job.workspaceId, plan, runUrl: job.runUrl }, { origin: "hcp_terraform_run" });
       log.info({ requestId: job.id, planId: created.id }, "hcp run submitted as a plan");
       return { planId: created.id };
     } catch (error) {

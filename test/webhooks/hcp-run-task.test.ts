@@ -213,7 +213,7 @@ describe("callbacks follow the gate", () => {
     const row = await requestRow(taskResult);
     expect(row.state).toBe("tracking");
     const plan = await t.db.prisma.plan.findUniqueOrThrow({ where: { id: row.planId! } });
-    expect(plan).toMatchObject({ workspaceId, runUrl, submittedById: org.adminId, status: "planned" });
+    expect(plan).toMatchObject({ workspaceId, runUrl, submittedById: org.adminId, status: "planned", originKind: "hcp_terraform_run" });
     const [running] = hcp.for(taskResult);
     expect(running).toMatchObject({ status: "running", url: `${PUBLIC_URL}/#plan/${plan.id}` });
     expect(running!.message).toMatch(/Waiting for approval/);
