@@ -33,6 +33,7 @@ import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./edge/operator.js";
 import { createSlackInteractivity, SLACK_INTERACTIVITY_PREFIX, SLACK_MAX_BODY_BYTES } from "./services/slack.js";
+import { createHcpRunTaskReceiver, HCP_MAX_BODY_BYTES, HCP_RUN_TASK_PREFIX } from "./services/hcp-run-task.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
 import { graphqlTracingPlugins } from "./infra/tracing.js";
 
@@ -109,6 +110,25 @@ function createServices(deps: Infra): Services {
       else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
       // Slack wants its answer within three seconds: the message is updated after it.
       if (answer.responseUrl) void slack.send(answer.responseUrl, answer.replies);
+      return true;
+    },
+  }));
+  // HCP Terraform run tasks: requests HCP posts, signed with the task's HMAC key (src/services/hcp-run-task.ts).
+  const hcp = createHcpRunTaskReceiver(deps);
+  routes.push(signedRoute({
+    owner: "hcp-run-task",
+    methods: ["POST"],
+    path: HCP_RUN_TASK_PREFIX,
+    prefix: true,
+    credential: "hcp-signature",
+    handle: async (req, res, url) => {
+      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, HCP_MAX_BODY_BYTES)))) return true;
+      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
+      const answer = await hcp.handle(url.pathname, req.headers, body);
+      if (answer.body) sendJson(res, answer.status, answer.body);
+      else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
+      // Answered at once; the plan is fetched and the gate reported by the worker (durably, from the row).
+      if (answer.recorded) workers.hcpRunTasks.wake();
       return true;
     },
   }));

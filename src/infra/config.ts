@@ -115,6 +115,23 @@ const EnvSchema = z.object({
    * Slack); off, it must be https: on a public address. Never-allowed ranges stay refused.
    */
   COUNTERSIGN_SLACK_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
+  /**
+   * Comma-separated hosts an HCP Terraform run task's plan_json_api_url and task_result_callback_url
+   * may name (Terraform Enterprise: its own host); any other is refused. HCP Terraform: app.terraform.io, and archivist.terraform.io where its plan downloads redirect.
+   */
+  COUNTERSIGN_HCP_HOSTS: z.string().default("app.terraform.io,archivist.terraform.io"),
+  /**
+   * "1" lets those URLs be http: and on loopback or private addresses (a Terraform Enterprise on
+   * the internal network, or a local stand-in); off, https: on public addresses. Never-allowed ranges stay refused.
+   */
+  COUNTERSIGN_HCP_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
+  /** How often the run task worker looks at open run tasks' gates and due callbacks. */
+  COUNTERSIGN_HCP_INTERVAL_MS: z.coerce.number().int().positive().default(2_000),
+  /**
+   * How long after HCP's request a gate still waiting is reported `failed` ("approval still
+   * pending"). HCP errors a task whose request runs past 60 minutes: at most that, default 55.
+   */
+  COUNTERSIGN_HCP_RESULT_DEADLINE_MS: z.coerce.number().int().positive().max(3_600_000).default(3_300_000),
   /** Live personal organizations one person (one email) may own at once, across every organization they open them from. */
   COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: z.coerce.number().int().min(0).default(3),
   /** Personal organizations one person may open in a burst, and per hour after it (in-process, per API process). */
@@ -202,6 +219,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     slack: {
       responseHosts: e.COUNTERSIGN_SLACK_RESPONSE_HOSTS.split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
       allowPrivate: e.COUNTERSIGN_SLACK_ALLOW_PRIVATE === "1",
+      timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
+    },
+    /** HCP Terraform run tasks (src/services/hcp-run-task.ts); retries as webhooks' (maxAttempts, retryBaseMs, timeoutMs). */
+    hcp: {
+      hosts: e.COUNTERSIGN_HCP_HOSTS.split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
+      allowPrivate: e.COUNTERSIGN_HCP_ALLOW_PRIVATE === "1",
+      intervalMs: e.COUNTERSIGN_HCP_INTERVAL_MS,
+      resultDeadlineMs: e.COUNTERSIGN_HCP_RESULT_DEADLINE_MS,
+      maxAttempts: e.COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.COUNTERSIGN_WEBHOOK_RETRY_BASE_MS,
       timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
     },
   };

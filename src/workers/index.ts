@@ -1,5 +1,6 @@
 import type { Infra } from "../infra/index.js";
 import { createWebhookWorker, type WebhookWorker } from "./webhook-delivery.js";
+import { createHcpRunTaskWorker, type HcpRunTaskWorker } from "./hcp-run-task.js";
 import { createApprovalsRuntime, type ApprovalsRuntime } from "./runtime.js";
 
 /**
@@ -11,6 +12,8 @@ export interface Workers {
   approvals: ApprovalsRuntime;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
+  /** HCP Terraform run tasks: plan submission and task-results callbacks (docs/integrations.md). */
+  hcpRunTasks: HcpRunTaskWorker;
   start(): void;
   close(): Promise<void>;
 }
@@ -18,15 +21,18 @@ export interface Workers {
 export function createWorkers(infra: Infra): Workers {
   const approvals = createApprovalsRuntime(infra);
   const webhooks = createWebhookWorker(infra);
+  const hcpRunTasks = createHcpRunTaskWorker(infra);
   return {
     approvals,
     webhooks,
+    hcpRunTasks,
     start() {
       approvals.startWorkers();
       webhooks.start();
+      hcpRunTasks.start();
     },
     async close() {
-      await Promise.all([approvals.close(), webhooks.stop()]);
+      await Promise.all([approvals.close(), webhooks.stop(), hcpRunTasks.stop()]);
     },
   };
 }

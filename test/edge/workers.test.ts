@@ -9,7 +9,7 @@ import { TEST_DATABASE_URL } from "../helpers/env.js";
 import { APPROVAL_SECRET, SERVICE_TOKEN } from "./world.js";
 
 /**
- * The background workers (approval ingest, delivery and expiry, webhook delivery) run in the API
+ * The background workers (approval ingest, delivery and expiry, webhook delivery, HCP run tasks) run in the API
  * process: a round that fails must be logged and retried at the next interval, never reach the
  * process. Here every round fails for real — the database pool is closed under them.
  */
@@ -41,6 +41,7 @@ describe("a worker round that throws is contained", () => {
       COUNTERSIGN_INGEST_INTERVAL_MS: "40",
       COUNTERSIGN_DELIVERY_INTERVAL_MS: "40",
       COUNTERSIGN_WEBHOOK_INTERVAL_MS: "40",
+      COUNTERSIGN_HCP_INTERVAL_MS: "40",
     });
     const db = await openPostgres(TEST_DATABASE_URL);
     await db.close();
@@ -54,6 +55,7 @@ describe("a worker round that throws is contained", () => {
     expect(failed("approval ingest tick failed")).toBeGreaterThanOrEqual(3);
     expect(failed("delivery tick failed")).toBeGreaterThanOrEqual(3);
     expect(failed("webhook delivery tick failed")).toBeGreaterThanOrEqual(3);
+    expect(failed("hcp run task tick failed")).toBeGreaterThanOrEqual(3);
     expect(escaped).toEqual([]);
   });
 });
