@@ -144,14 +144,22 @@ export function socketSink(
   socket: Pick<WebSocket, "readyState" | "OPEN" | "bufferedAmount" | "send">,
   id: string,
 ): NonNullable<Context["subscriptionSink"]> {
-  return {
-    id,
-    send: (data) => {
-      if (socket.readyState !== socket.OPEN || socket.bufferedAmount > 0) return false;
-      socket.send(data);
-      return true;
-    },
-  };
+  return new SocketSink(socket, id);
+}
+
+/** A class, not an object of arrows: one lives per subscription, its method is shared. */
+class SocketSink implements NonNullable<Context["subscriptionSink"]> {
+  constructor(
+    private readonly socket: Pick<WebSocket, "readyState" | "OPEN" | "bufferedAmount" | "send">,
+    readonly id: string,
+  ) {}
+
+  send(data: string): boolean {
+    const { socket } = this;
+    if (socket.readyState !== socket.OPEN || socket.bufferedAmount > 0) return false;
+    socket.send(data);
+    return true;
+  }
 }
 
 export function createApp(deps: Infra) {
