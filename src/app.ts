@@ -310,6 +310,12 @@ export function createApp(deps: Infra) {
     return dispatch(req, res);
   });
 
+  // What yoga's context takes as the request of an operation on a socket: one for all of them,
+  // as none has a request of its own (a Request with its headers, signal and URL was ~1.5 KiB
+  // per subscriber: docs/benchmarks.md, "Where a subscriber's memory goes"). It carries no token:
+  // the context authenticates an operation on a socket with its connectionParams (above). POST:
+  // a socket carries mutations too (yoga refuses mutations on a GET request).
+  const WS_OPERATION_REQUEST = new Request(`http://localhost${yoga.graphqlEndpoint}`, { method: "POST" });
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
   const wsCleanup = useServer(
@@ -331,11 +337,7 @@ export function createApp(deps: Infra) {
           socket: ctx.extra.socket,
           params,
           connectionParams: ctx.connectionParams,
-          // POST: a socket carries mutations too (yoga refuses mutations on a GET request).
-          request: new Request("http://localhost/graphql", {
-            method: "POST",
-            headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
-          }),
+          request: WS_OPERATION_REQUEST,
         });
         let document: DocumentNode;
         try {
