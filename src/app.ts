@@ -172,8 +172,9 @@ export function createApp(deps: Infra) {
   const principals: PrincipalCache = new EpochCache();
 
   /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
-  async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {
-    const authenticated = await authenticateWithEpoch(db.sql, tokenHash);
+  async function buildContext(tokenHash: string | null, requestId: string, onSocket = false): Promise<Context> {
+    // An operation on a socket reads its token batched with those arriving beside it.
+    const authenticated = onSocket ? await operator.socketTokens.read(tokenHash) : await authenticateWithEpoch(db.sql, tokenHash);
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return {
@@ -207,7 +208,7 @@ export function createApp(deps: Infra) {
       if ("connectionParams" in initial) {
         const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
         const bearer = typeof fromWs === "string" ? bearerFrom(fromWs) : null;
-        return buildContext(bearer ? hashToken(bearer) : null, requestId);
+        return buildContext(bearer ? hashToken(bearer) : null, requestId, true);
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.

@@ -6,8 +6,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GraphQLError, Kind, getOperationAST, type DocumentNode } from "graphql";
 import type { Plugin } from "graphql-yoga";
 import type { WebSocket } from "ws";
-import { authenticate } from "../auth/authenticate.js";
-import { LiveSockets, liveTokenIds, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
+import { SocketTokenReads, type Viewer } from "../auth/authenticate.js";
+import { LiveSockets, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
 import { bearerFrom, hashToken } from "../auth/tokens.js";
 import { AppError } from "../errors.js";
 import type { Context } from "../graphql/context.js";
@@ -63,6 +63,8 @@ function firstMessage(errors: readonly unknown[]): string {
 export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger; limits: SharedLimits }) {
   const { config, db, events, logger } = deps;
   const sockets = new LiveSockets(db.sql, events, logger.child({ module: "websockets" }));
+  /** Token reads for connection_init and each operation's context on a socket, batched (src/auth/authenticate.ts). */
+  const socketTokens = new SocketTokenReads(db.sql);
   sockets.start();
   const metrics = createMetrics({ config, db, events, sockets });
   const hub = gateHub(db, events);
@@ -171,6 +173,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
 
   return {
     sockets,
+    socketTokens,
     metrics,
     plugin,
     tokenHashOf,
@@ -230,11 +233,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           extra.socket.close(1013, "Rate limited: try again later");
           return false;
         }
-        let viewer: Awaited<ReturnType<typeof authenticate>>;
+        let viewer: Viewer | null;
         let live: boolean;
         try {
-          viewer = await authenticate(db.sql, bearer);
-          live = viewer !== null && (await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId);
+          // The token and its liveness (liveTokenIds' rule) in one read, batched with the
+          // connections and operations arriving beside it.
+          const read = await socketTokens.read(tokenHash);
+          viewer = read?.viewer ?? null;
+          live = read?.live ?? false;
         } catch (error) {
           // The database cannot say who this is: refuse for now with a code clients retry
           // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
