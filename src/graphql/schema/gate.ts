@@ -400,8 +400,10 @@ function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<
 function planGateStream(ctx: SignedInContext, planId: string): AsyncIterableIterator<GateSnapshot> {
   // Authorized on subscribe; the hub authorizes again on every delivery.
   return deferredStream(async (direct) => {
-    const head = await findReadablePlanHead(deps(ctx), planId);
-    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
+    const hub = gateHub(ctx.db, ctx.events);
+    // The head read is shared with the subscribers to the same plan asking in the same turn.
+    const head = await findReadablePlanHead(deps(ctx), planId, (orgId, id) => hub.planHead(orgId, id));
+    return hub.watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
   });
 }
 
