@@ -35,12 +35,50 @@ interface SocketExtra {
   socket: WebSocket;
   request: IncomingMessage;
   /** `leases`: the operations counted toward the token's cap across processes, by graphql-ws id. */
-  live?: LiveSocket & { rateKey: string; leaseId: string; leases: Set<string> };
+  live?: AuthenticatedSocket;
 }
 interface WsContext {
   connectionParams?: Readonly<Record<string, unknown>>;
   subscriptions: Record<string, unknown>;
   extra: unknown;
+}
+
+/**
+ * A socket that authenticated (SocketExtra.live): what LiveSockets and the operation quota keep
+ * of it. A class, not an object of arrows: one lives per socket, its methods are shared
+ * (docs/benchmarks.md, "Where a subscriber's memory goes").
+ */
+class AuthenticatedSocket implements LiveSocket {
+  readonly tokenId: string;
+  readonly orgId: string;
+  readonly userId: string;
+  readonly expiresAt: Date | null;
+  readonly operations = new Map<string, string>();
+  /** The operations counted toward the token's cap across processes, by graphql-ws id. */
+  readonly leases = new Set<string>();
+
+  constructor(
+    private readonly ctx: WsContext,
+    private readonly socket: WebSocket,
+    viewer: Viewer,
+    /** The token's rate-limit key. */
+    readonly rateKey: string,
+    /** This socket's part of its leases' names. */
+    readonly leaseId: string,
+  ) {
+    this.tokenId = viewer.tokenId;
+    this.orgId = viewer.orgId;
+    this.userId = viewer.userId;
+    this.expiresAt = viewer.expiresAt ? new Date(viewer.expiresAt) : null;
+  }
+
+  isOpen(id: string): boolean {
+    return id in this.ctx.subscriptions;
+  }
+
+  close(code: number, reason: string): void {
+    this.socket.close(code, reason);
+  }
 }
 
 /** The outcome of an operation from its errors: "ok", or the code of the first error. */
@@ -255,18 +293,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           return false;
         }
         known.remember(tokenHash!);
-        const socket = {
-          tokenId: viewer.tokenId,
-          orgId: viewer.orgId,
-          userId: viewer.userId,
-          expiresAt: viewer.expiresAt ? new Date(viewer.expiresAt) : null,
-          operations: new Map<string, string>(),
-          isOpen: (id: string) => id in ctx.subscriptions,
-          close: (code: number, reason: string) => extra.socket.close(code, reason),
-          rateKey: `token:${tokenHash!}`,
-          leaseId: `${++socketSeq}`,
-          leases: new Set<string>(),
-        };
+        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, `token:${tokenHash!}`, `${++socketSeq}`);
         extra.live = socket;
         sockets.add(socket);
         // Closed while we were authenticating: onClose has run already.
