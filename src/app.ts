@@ -332,8 +332,9 @@ export function createApp(deps: Infra) {
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
         const refused = await operator.ws.admit(ctx);
         if (refused) return refused;
+        // The operation's context starts from what it reads of the socket, not a copy of
+        // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          ...ctx,
           req: ctx.extra.request,
           socket: ctx.extra.socket,
           params,
