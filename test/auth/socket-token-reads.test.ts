@@ -26,7 +26,14 @@ const member = () => addMember(t.db, org.orgId, { grants: [{ resourceType: "work
 function heldRunner(sql: SqlRunner) {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
-  const runner: SqlRunner = { ...sql, query: (text, params, options) => sql.query(text, params, options).then(async (rows) => (await gate, rows)) };
+  const runner: SqlRunner = {
+    ...sql,
+    async query<T>(text: string, params?: unknown[], options?: Parameters<SqlRunner["query"]>[2]) {
+      const rows = await sql.query<T>(text, params, options);
+      await gate;
+      return rows;
+    },
+  };
   return { runner, release };
 }
 
