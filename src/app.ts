@@ -313,7 +313,7 @@ export function createApp(deps: Infra) {
 
   // What yoga's context takes as the request of an operation on a socket: one for all of them,
   // as none has a request of its own (a Request with its headers, signal and URL was ~1.5 KiB
-  // per subscriber: docs/benchmarks.md, "Where a subscriber's memory goes"). It carries no token:
+  // per subscriber: docs/benchmarks.md, "What a subscriber costs"). It carries no token:
   // the context authenticates an operation on a socket with its connectionParams (above). POST:
   // a socket carries mutations too (yoga refuses mutations on a GET request).
   const WS_OPERATION_REQUEST = new Request(`http://localhost${yoga.graphqlEndpoint}`, { method: "POST" });

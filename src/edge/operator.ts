@@ -46,7 +46,7 @@ interface WsContext {
 /**
  * A socket that authenticated (SocketExtra.live): what LiveSockets and the operation quota keep
  * of it. A class, not an object of arrows: one lives per socket, its methods are shared
- * (docs/benchmarks.md, "Where a subscriber's memory goes").
+ * (docs/benchmarks.md, "What a subscriber costs").
  */
 class AuthenticatedSocket implements LiveSocket {
   readonly tokenId: string;

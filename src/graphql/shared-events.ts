@@ -167,7 +167,7 @@ function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
 /**
  * A shareable subscription's result stream. A class, not a set of closures: one lives per
  * subscriber for as long as it subscribes, and its methods are shared by all of them
- * (docs/benchmarks.md, "Where a subscriber's memory goes").
+ * (docs/benchmarks.md, "What a subscriber costs").
  */
 class SharedStream implements AsyncIterableIterator<ExecutionResult> {
   /** The start of this subscription's `next` messages, for direct delivery (null without a sink). */

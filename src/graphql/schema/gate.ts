@@ -342,7 +342,7 @@ builder.queryField("gate", (t) =>
  *
  * A class, not closures: one lives per subscriber for as long as it subscribes, and its methods
  * are shared (arrows kept in properties cost a function, a context and, under tsx's keepNames,
- * a property array each, per subscriber: docs/benchmarks.md, "Where a subscriber's memory goes").
+ * a property array each, per subscriber: docs/benchmarks.md, "What a subscriber costs").
  */
 class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
   private start: ((direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>) | null;
