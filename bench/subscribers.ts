@@ -30,6 +30,8 @@ const ROUNDS = Number(process.env.BENCH_SUBSCRIBERS_ROUNDS ?? 30);
 const WARMUP = Number(process.env.BENCH_SUBSCRIBERS_WARMUP ?? 3);
 /** A folder: heap snapshots of the Countersign server before and after subscribing (for finding where a subscriber's memory goes). */
 const HEAP_SNAPSHOTS = process.env.BENCH_SUBSCRIBERS_HEAP_SNAPSHOT;
+/** A folder: a CPU profile of the Countersign server's whole run (`--cpu-prof`), written when it exits. */
+const CPU_PROFILE = process.env.BENCH_SUBSCRIBERS_CPU_PROFILE;
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PLAN_GATE = `subscription($planId: ID!) { planGate(planId: $planId) { version evaluation { approvalsCounted } } }`;
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -104,7 +106,7 @@ const probe = ["--expose-gc", ...tsx, "--import", pathToFileURL(`${ROOT}bench/fa
 
 async function startCountersign(schema: string): Promise<{ url: string; child: Child<ToProbe, FromProbe | { type: "failed" }> }> {
   const port = await freePort();
-  const child = new Child<ToProbe, FromProbe | { type: "failed" }>("countersign server", [...probe, "src/main.ts"], {
+  const child = new Child<ToProbe, FromProbe | { type: "failed" }>("countersign server", [...probe, ...(CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROFILE}`] : []), "src/main.ts"], {
     ...process.env,
     DATABASE_URL: BENCH_DATABASE_URL,
     DATABASE_SCHEMA: schema,
@@ -120,6 +122,8 @@ async function startCountersign(schema: string): Promise<{ url: string; child: C
     COUNTERSIGN_MAX_SUBSCRIPTIONS_PER_TOKEN: "0",
     // A handshake queued behind thousands of others may wait longer than the default 3 s.
     COUNTERSIGN_WS_INIT_TIMEOUT_MS: "30000",
+    // No balancer to tell: SIGTERM stops it at once (and a CPU profile is written before stop()'s 10 s run out).
+    COUNTERSIGN_DRAIN_UNREADY_MS: "0",
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {

@@ -171,14 +171,22 @@ export function socketSink(
   socket: Pick<WebSocket, "readyState" | "OPEN" | "bufferedAmount" | "send">,
   id: string,
 ): NonNullable<Context["subscriptionSink"]> {
-  return {
-    id,
-    send: (data) => {
-      if (socket.readyState !== socket.OPEN || socket.bufferedAmount > 0) return false;
-      socket.send(data);
-      return true;
-    },
-  };
+  return new SocketSink(socket, id);
+}
+
+/** A class, not an object of arrows: one lives per subscription, its method is shared. */
+class SocketSink implements NonNullable<Context["subscriptionSink"]> {
+  constructor(
+    private readonly socket: Pick<WebSocket, "readyState" | "OPEN" | "bufferedAmount" | "send">,
+    readonly id: string,
+  ) {}
+
+  send(data: string): boolean {
+    const { socket } = this;
+    if (socket.readyState !== socket.OPEN || socket.bufferedAmount > 0) return false;
+    socket.send(data);
+    return true;
+  }
 }
 
 export function createApp(deps: Infra) {
@@ -191,8 +199,9 @@ export function createApp(deps: Infra) {
   const principals: PrincipalCache = new EpochCache();
 
   /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
-  async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {
-    const authenticated = await authenticateWithEpoch(db.sql, tokenHash);
+  async function buildContext(tokenHash: string | null, requestId: string, onSocket = false): Promise<Context> {
+    // An operation on a socket reads its token batched with those arriving beside it.
+    const authenticated = onSocket ? await operator.socketTokens.read(tokenHash) : await authenticateWithEpoch(db.sql, tokenHash);
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return {
@@ -226,7 +235,7 @@ export function createApp(deps: Infra) {
       if ("connectionParams" in initial) {
         const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
         const bearer = typeof fromWs === "string" ? bearerFrom(fromWs) : null;
-        return buildContext(bearer ? hashToken(bearer) : null, requestId);
+        return buildContext(bearer ? hashToken(bearer) : null, requestId, true);
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
@@ -331,6 +340,12 @@ export function createApp(deps: Infra) {
     return dispatch(req, res);
   });
 
+  // What yoga's context takes as the request of an operation on a socket: one for all of them,
+  // as none has a request of its own (a Request with its headers, signal and URL was ~1.5 KiB
+  // per subscriber: docs/benchmarks.md, "What a subscriber costs"). It carries no token:
+  // the context authenticates an operation on a socket with its connectionParams (above). POST:
+  // a socket carries mutations too (yoga refuses mutations on a GET request).
+  const WS_OPERATION_REQUEST = new Request(`http://localhost${yoga.graphqlEndpoint}`, { method: "POST" });
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
   const wsCleanup = useServer(
@@ -346,17 +361,14 @@ export function createApp(deps: Infra) {
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
         const refused = await operator.ws.admit(ctx);
         if (refused) return refused;
+        // The operation's context starts from what it reads of the socket, not a copy of
+        // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          ...ctx,
           req: ctx.extra.request,
           socket: ctx.extra.socket,
           params,
           connectionParams: ctx.connectionParams,
-          // POST: a socket carries mutations too (yoga refuses mutations on a GET request).
-          request: new Request("http://localhost/graphql", {
-            method: "POST",
-            headers: { authorization: String(ctx.connectionParams?.authorization ?? "") },
-          }),
+          request: WS_OPERATION_REQUEST,
         });
         let document: DocumentNode;
         try {

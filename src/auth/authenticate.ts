@@ -1,4 +1,5 @@
 import type { SqlRunner } from "../infra/db.js";
+import { liveApiTokenSql } from "../domain/liveness.js";
 import { hashToken } from "./tokens.js";
 
 /** Who a request acts as: one user (or service account) in one organization. */
@@ -53,7 +54,11 @@ export async function authenticateWithEpoch(sql: SqlRunner, tokenHash: string | 
   if (row.touch) {
     await sql.query(`UPDATE api_tokens SET "lastUsedAt" = now() WHERE id = $1`, [row.tokenId], { prepare: true });
   }
-  const viewer: Viewer = {
+  return { viewer: viewerOf(row), authzEpoch: row.authzEpoch };
+}
+
+function viewerOf(row: TokenRow): Viewer {
+  return {
     userId: row.userId,
     orgId: row.orgId,
     tokenId: row.tokenId,
@@ -62,10 +67,74 @@ export async function authenticateWithEpoch(sql: SqlRunner, tokenHash: string | 
     isServiceAccount: row.isServiceAccount,
     expiresAt: row.expiresInMs === null ? null : new Date(Date.now() + row.expiresInMs),
   };
-  return { viewer, authzEpoch: row.authzEpoch };
 }
 
 /** Resolves a bearer token to its viewer, or null for an unknown, revoked or expired token. */
 export async function authenticate(sql: SqlRunner, token: string | null): Promise<Viewer | null> {
   return token ? ((await authenticateWithEpoch(sql, hashToken(token)))?.viewer ?? null) : null;
+}
+
+// ── Sockets: the token reads of connections and operations that arrive together, batched ───────
+
+const TOKENS_SQL = `
+  SELECT t."tokenHash", t.id AS "tokenId", t."userId", t."orgId",
+         (t."lastUsedAt" IS NULL OR t."lastUsedAt" < now() - interval '1 minute') AS "touch",
+         (EXTRACT(EPOCH FROM (t."expiresAt" - now())) * 1000)::float8 AS "expiresInMs",
+         u.name, u.email, u."isServiceAccount",
+         ${liveApiTokenSql("t")} AS "live",
+         (SELECT "epoch" FROM "authz_epoch" WHERE "id" = 1)::float8 AS "authzEpoch"
+    FROM api_tokens t JOIN users u ON u.id = t."userId"
+   WHERE t."tokenHash" = ANY($1::text[]) AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`;
+
+/** A token read for a socket: the viewer and epoch, and whether the token is live (liveTokenIds' rule) as a socket's must be. */
+export interface SocketAuthenticated extends Authenticated {
+  live: boolean;
+}
+
+interface Waiter {
+  resolve(value: SocketAuthenticated | null): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The WebSocket side's token reads (connection_init, and each operation's context), batched: the
+ * reads asked for in one turn of the event loop go out as one statement after it, as many tokens
+ * as they name. Each read is still taken after its request arrived (none joins a statement
+ * already sent), so a token revoked before a connection or an operation arrived fails it exactly
+ * as authenticateWithEpoch would; only the round trips are shared. Opening many subscriptions at
+ * once spent most of its CPU writing one statement per read to PostgreSQL (a CPU profile of
+ * `npm run bench -- subscribers`: docs/benchmarks.md).
+ */
+export class SocketTokenReads {
+  private pending: Map<string, Waiter[]> | null = null;
+
+  constructor(private readonly sql: SqlRunner) {}
+
+  read(tokenHash: string | null): Promise<SocketAuthenticated | null> {
+    if (!tokenHash) return Promise.resolve(null);
+    if (!this.pending) {
+      this.pending = new Map();
+      setImmediate(() => void this.flush());
+    }
+    let waiters = this.pending.get(tokenHash);
+    if (!waiters) this.pending.set(tokenHash, (waiters = []));
+    return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.pending!;
+    this.pending = null;
+    try {
+      const rows = await this.sql.query<TokenRow & { tokenHash: string; live: boolean }>(TOKENS_SQL, [[...batch.keys()]], { prepare: true });
+      const touched = rows.filter((r) => r.touch).map((r) => r.tokenId);
+      if (touched.length > 0) await this.sql.query(`UPDATE api_tokens SET "lastUsedAt" = now() WHERE id = ANY($1::text[])`, [touched], { prepare: true });
+      const byHash = new Map(rows.map((r) => [r.tokenHash, r]));
+      for (const [hash, waiters] of batch) {
+        const row = byHash.get(hash);
+        for (const w of waiters) w.resolve(row ? { viewer: viewerOf(row), authzEpoch: row.authzEpoch, live: row.live } : null);
+      }
+    } catch (error) {
+      for (const waiters of batch.values()) for (const w of waiters) w.reject(error);
+    }
+  }
 }

@@ -55,14 +55,9 @@ export class Authz<V extends Viewer | null = Viewer | null> {
   private loadOrKeep(viewer: Viewer): Promise<LoadedPrincipal> {
     const kept = this.kept;
     if (!kept) return loadPrincipal(this.sql, viewer.orgId, viewer.userId);
-    const key = principalKey(viewer.orgId, viewer.userId);
-    const hit = kept.cache.at(kept.epoch).get(key);
-    if (hit) return Promise.resolve(hit);
-    // Loaded after the epoch was read, so it reflects every change up to it (EpochCache).
-    return loadPrincipal(this.sql, viewer.orgId, viewer.userId).then((p) => {
-      kept.cache.keep(kept.epoch, [[key, p]]);
-      return p;
-    });
+    // Loaded after the epoch was read, so it reflects every change up to it (EpochCache); a load
+    // already under way at this epoch is shared.
+    return kept.cache.loadAt(kept.epoch, principalKey(viewer.orgId, viewer.userId), () => loadPrincipal(this.sql, viewer.orgId, viewer.userId));
   }
 
   async can(target: Target): Promise<boolean> {

@@ -247,6 +247,8 @@ export async function loadPrincipals(
 export class EpochCache<V> {
   private epoch = Number.NaN;
   private readonly byId = new Map<string, V>();
+  /** Loads under way for the current epoch (`loadAt`), by id. */
+  private readonly loading = new Map<string, Promise<V>>();
 
   constructor(private readonly maxEntries = 10_000) {}
 
@@ -254,9 +256,37 @@ export class EpochCache<V> {
   at(epoch: number): ReadonlyMap<string, V> {
     if (epoch !== this.epoch) {
       this.byId.clear();
+      this.loading.clear();
       this.epoch = epoch;
     }
     return this.byId;
+  }
+
+  /**
+   * The row kept for `id` at `epoch`, or the load under way for it at that epoch, or a new load
+   * (`load`, started after `epoch` was read), kept once it resolves. A load started for the same
+   * epoch is as current as a row kept under it, so callers arriving together share one instead
+   * of each loading and holding its own copy (1,000 subscribers of 100 users opened at once
+   * loaded ~200 principals of ~25 KiB each: docs/benchmarks.md).
+   */
+  loadAt(epoch: number, id: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.at(epoch).get(id);
+    if (hit !== undefined) return Promise.resolve(hit);
+    const under = this.loading.get(id);
+    if (under) return under;
+    const loaded = load().then(
+      (value) => {
+        if (this.loading.get(id) === loaded) this.loading.delete(id);
+        this.keep(epoch, [[id, value]]);
+        return value;
+      },
+      (error: unknown) => {
+        if (this.loading.get(id) === loaded) this.loading.delete(id);
+        throw error;
+      },
+    );
+    this.loading.set(id, loaded);
+    return loaded;
   }
 
   /** Keeps rows loaded after `epoch` was read; ignored if the cache has moved on since. */

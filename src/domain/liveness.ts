@@ -6,7 +6,8 @@
 //
 // The credential kinds and what each depends on (test/credentials/liveness.test.ts iterates them):
 // - API token: its organization; its user (the person it acts as) — src/auth/authenticate.ts,
-//   src/authz/principal.ts, live WebSockets (liveTokenIds in src/auth/live-sockets.ts).
+//   src/authz/principal.ts, live WebSockets (SocketTokenReads in src/auth/authenticate.ts at
+//   connection_init, liveTokenIds in src/auth/live-sockets.ts after).
 // - Virtual key: its organization, its workspace, its creator (VirtualKey.createdById) —
 //   the gateway's key reads (src/gateway/postgres-store.ts): tools/list, tools/call, the agent's
 //   status read and resume; the delivery worker's preflight (src/workers/delivery/claim.ts) and the

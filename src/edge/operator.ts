@@ -6,8 +6,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GraphQLError, Kind, getOperationAST, type DocumentNode } from "graphql";
 import type { Plugin } from "graphql-yoga";
 import type { WebSocket } from "ws";
-import { authenticate } from "../auth/authenticate.js";
-import { LiveSockets, liveTokenIds, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
+import { SocketTokenReads, type Viewer } from "../auth/authenticate.js";
+import { LiveSockets, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
 import { bearerFrom, hashToken } from "../auth/tokens.js";
 import { AppError } from "../errors.js";
 import type { Context } from "../graphql/context.js";
@@ -35,12 +35,50 @@ interface SocketExtra {
   socket: WebSocket;
   request: IncomingMessage;
   /** `leases`: the operations counted toward the token's cap across processes, by graphql-ws id. */
-  live?: LiveSocket & { rateKey: string; leaseId: string; leases: Set<string> };
+  live?: AuthenticatedSocket;
 }
 interface WsContext {
   connectionParams?: Readonly<Record<string, unknown>>;
   subscriptions: Record<string, unknown>;
   extra: unknown;
+}
+
+/**
+ * A socket that authenticated (SocketExtra.live): what LiveSockets and the operation quota keep
+ * of it. A class, not an object of arrows: one lives per socket, its methods are shared
+ * (docs/benchmarks.md, "What a subscriber costs").
+ */
+class AuthenticatedSocket implements LiveSocket {
+  readonly tokenId: string;
+  readonly orgId: string;
+  readonly userId: string;
+  readonly expiresAt: Date | null;
+  readonly operations = new Map<string, string>();
+  /** The operations counted toward the token's cap across processes, by graphql-ws id. */
+  readonly leases = new Set<string>();
+
+  constructor(
+    private readonly ctx: WsContext,
+    private readonly socket: WebSocket,
+    viewer: Viewer,
+    /** The token's rate-limit key. */
+    readonly rateKey: string,
+    /** This socket's part of its leases' names. */
+    readonly leaseId: string,
+  ) {
+    this.tokenId = viewer.tokenId;
+    this.orgId = viewer.orgId;
+    this.userId = viewer.userId;
+    this.expiresAt = viewer.expiresAt ? new Date(viewer.expiresAt) : null;
+  }
+
+  isOpen(id: string): boolean {
+    return id in this.ctx.subscriptions;
+  }
+
+  close(code: number, reason: string): void {
+    this.socket.close(code, reason);
+  }
 }
 
 /** The outcome of an operation from its errors: "ok", or the code of the first error. */
@@ -63,6 +101,8 @@ function firstMessage(errors: readonly unknown[]): string {
 export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger; limits: SharedLimits }) {
   const { config, db, events, logger } = deps;
   const sockets = new LiveSockets(db.sql, events, logger.child({ module: "websockets" }));
+  /** Token reads for connection_init and each operation's context on a socket, batched (src/auth/authenticate.ts). */
+  const socketTokens = new SocketTokenReads(db.sql);
   sockets.start();
   const metrics = createMetrics({ config, db, events, sockets });
   const hub = gateHub(db, events);
@@ -171,6 +211,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
 
   return {
     sockets,
+    socketTokens,
     metrics,
     plugin,
     tokenHashOf,
@@ -230,11 +271,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           extra.socket.close(1013, "Rate limited: try again later");
           return false;
         }
-        let viewer: Awaited<ReturnType<typeof authenticate>>;
+        let viewer: Viewer | null;
         let live: boolean;
         try {
-          viewer = await authenticate(db.sql, bearer);
-          live = viewer !== null && (await liveTokenIds(db.sql, [viewer.tokenId])).has(viewer.tokenId);
+          // The token and its liveness (liveTokenIds' rule) in one read, batched with the
+          // connections and operations arriving beside it.
+          const read = await socketTokens.read(tokenHash);
+          viewer = read?.viewer ?? null;
+          live = read?.live ?? false;
         } catch (error) {
           // The database cannot say who this is: refuse for now with a code clients retry
           // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
@@ -249,18 +293,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           return false;
         }
         known.remember(tokenHash!);
-        const socket = {
-          tokenId: viewer.tokenId,
-          orgId: viewer.orgId,
-          userId: viewer.userId,
-          expiresAt: viewer.expiresAt ? new Date(viewer.expiresAt) : null,
-          operations: new Map<string, string>(),
-          isOpen: (id: string) => id in ctx.subscriptions,
-          close: (code: number, reason: string) => extra.socket.close(code, reason),
-          rateKey: `token:${tokenHash!}`,
-          leaseId: `${++socketSeq}`,
-          leases: new Set<string>(),
-        };
+        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, `token:${tokenHash!}`, `${++socketSeq}`);
         extra.live = socket;
         sockets.add(socket);
         // Closed while we were authenticating: onClose has run already.

@@ -38,7 +38,7 @@ import {
   type SelectionSetNode,
 } from "graphql";
 import { isPromise, type Plugin } from "graphql-yoga";
-import type { Context } from "./context.js";
+import type { Context, SubscriptionSink } from "./context.js";
 
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
 const PURE: Record<string, ReadonlySet<string> | null> = {
@@ -147,69 +147,98 @@ function textOf(args: ExecutionArgs): string | null {
 async function sharedSubscribe(args: ExecutionArgs, key: string) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  const source = stream[Symbol.asyncIterator]() as AsyncIterator<unknown> & DirectDeliverable;
-  const sharedFor = (event: object): Shared => {
-    let byKey = results.get(event);
-    if (!byKey) results.set(event, (byKey = new Map()));
-    let shared = byKey.get(key);
-    if (!shared) {
-      const entry: Shared = { result: execute({ ...args, rootValue: event }) };
-      // Once settled, later subscribers get the result itself rather than a promise of it.
-      if (isPromise(entry.result)) void entry.result.then((value) => (entry.result = value), () => {});
-      byKey.set(key, (shared = entry));
-    }
-    return shared;
-  };
-  const resultFor = (event: unknown): ExecutionResult | Promise<ExecutionResult> =>
-    typeof event === "object" && event !== null ? sharedFor(event).result : execute({ ...args, rootValue: event });
-  /** The event's result as the `payload` of a `next` message, once per event; null unless executed without errors. */
-  const payloadFor = (event: object): string | null => {
-    const shared = sharedFor(event);
-    if (shared.payload !== undefined) return shared.payload;
-    const { result } = shared;
-    if (isPromise(result)) return null; // not settled yet: this time, the ordinary path
-    shared.payload = result.errors && result.errors.length > 0 ? null : JSON.stringify(result);
-    return shared.payload;
-  };
-  const sink = (args.contextValue as Context | undefined)?.subscriptionSink;
-  if (sink && source[DIRECT_DELIVERY]) {
-    const prefix = `{"id":${JSON.stringify(sink.id)},"type":"next","payload":`;
-    source[DIRECT_DELIVERY]((event) => {
-      const payload = typeof event === "object" && event !== null ? payloadFor(event) : null;
-      return payload !== null && sink.send(`${prefix}${payload}}`);
-    });
+  return new SharedStream(args, key, stream[Symbol.asyncIterator]() as AsyncIterator<unknown> & DirectDeliverable);
+}
+
+/** One execution on one event for one operation key: the result, made once and shared. */
+function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
+  let byKey = results.get(event);
+  if (!byKey) results.set(event, (byKey = new Map()));
+  let shared = byKey.get(key);
+  if (!shared) {
+    const entry: Shared = { result: execute({ ...args, rootValue: event }) };
+    // Once settled, later subscribers get the result itself rather than a promise of it.
+    if (isPromise(entry.result)) void entry.result.then((value) => (entry.result = value), () => {});
+    byKey.set(key, (shared = entry));
   }
-  // As graphql's own mapping does: an error from the stream is located at the operation.
-  const operation = args.document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION);
-  const wrap = (error: unknown): never => {
+  return shared;
+}
+
+/**
+ * A shareable subscription's result stream. A class, not a set of closures: one lives per
+ * subscriber for as long as it subscribes, and its methods are shared by all of them
+ * (docs/benchmarks.md, "What a subscriber costs").
+ */
+class SharedStream implements AsyncIterableIterator<ExecutionResult> {
+  /** The start of this subscription's `next` messages, for direct delivery (null without a sink). */
+  private readonly prefix: string | null = null;
+  private readonly sink: SubscriptionSink | undefined;
+
+  constructor(
+    private readonly args: ExecutionArgs,
+    private readonly key: string,
+    private readonly source: AsyncIterator<unknown> & DirectDeliverable,
+  ) {
+    const sink = (args.contextValue as Context | undefined)?.subscriptionSink;
+    if (sink && source[DIRECT_DELIVERY]) {
+      this.sink = sink;
+      this.prefix = `{"id":${JSON.stringify(sink.id)},"type":"next","payload":`;
+      source[DIRECT_DELIVERY]((event) => this.direct(event));
+    }
+  }
+
+  private resultFor(event: unknown): ExecutionResult | Promise<ExecutionResult> {
+    return typeof event === "object" && event !== null ? sharedFor(this.args, this.key, event).result : execute({ ...this.args, rootValue: event });
+  }
+
+  /** Writes the event's result straight to the socket, as a `next` message serialized once per event; false when it must take the ordinary path. */
+  private direct(event: unknown): boolean {
+    if (typeof event !== "object" || event === null) return false;
+    const shared = sharedFor(this.args, this.key, event);
+    if (shared.payload === undefined) {
+      const { result } = shared;
+      if (isPromise(result)) return false; // not settled yet: this time, the ordinary path
+      shared.payload = result.errors && result.errors.length > 0 ? null : JSON.stringify(result);
+    }
+    return shared.payload !== null && this.sink!.send(`${this.prefix}${shared.payload}}`);
+  }
+
+  /** As graphql's own mapping does: an error from the stream is located at the operation. */
+  private located(error: unknown): never {
+    const operation = this.args.document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION);
     const located = (e: unknown) =>
       new GraphQLError(e instanceof Error ? e.message : String(e), { originalError: e instanceof Error ? e : undefined, nodes: operation });
     if (error instanceof AggregateError) throw new AggregateError(error.errors.map(located), error.message);
     throw located(error);
-  };
-  const iterator: AsyncIterableIterator<ExecutionResult> = {
-    // No async function in between: a result already executed for this event (every subscriber
-    // after the first) is handed on in the same tick.
-    next: () =>
-      source.next().then((r): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> => {
+  }
+
+  // No async function in between: a result already executed for this event (every subscriber
+  // after the first) is handed on in the same tick.
+  next(): Promise<IteratorResult<ExecutionResult>> {
+    return this.source.next().then(
+      (r): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> => {
         if (r.done) return r;
-        const result = resultFor(r.value);
+        const result = this.resultFor(r.value);
         return isPromise(result) ? result.then((value) => ({ value, done: false })) : { value: result, done: false };
-      }, wrap),
-    return: async (): Promise<IteratorResult<ExecutionResult>> => {
-      await source.return?.();
-      return { value: undefined, done: true };
-    },
-    throw: async (error?: unknown): Promise<IteratorResult<ExecutionResult>> => {
-      if (!source.throw) throw error;
-      await source.throw(error);
-      return { value: undefined, done: true };
-    },
-    [Symbol.asyncIterator]() {
-      return iterator;
-    },
-  };
-  return iterator;
+      },
+      (error) => this.located(error),
+    );
+  }
+
+  async return(): Promise<IteratorResult<ExecutionResult>> {
+    await this.source.return?.();
+    return { value: undefined, done: true };
+  }
+
+  async throw(error?: unknown): Promise<IteratorResult<ExecutionResult>> {
+    if (!this.source.throw) throw error;
+    await this.source.throw(error);
+    return { value: undefined, done: true };
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
 }
 
 /** The envelop plugin: shareable subscriptions run through sharedSubscribe, others unchanged. */

@@ -94,6 +94,11 @@ export class GateHub {
 
   // --- subscribing ---------------------------------------------------------------------------
 
+  /** A plan's head for authorizing a subscriber: one read for the subscribers asking together (InitialSnapshots.planHead). */
+  planHead(orgId: string, planId: string): Promise<PlanHead | null> {
+    return this.initial.planHead(orgId, planId);
+  }
+
   /** Caller has authorized the viewer for the plan. Resolves once events are flowing. */
   async watchPlan(
     viewer: Viewer,

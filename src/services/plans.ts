@@ -53,10 +53,14 @@ const targetOfHead = (head: PlanHead, action: Parameters<typeof workspaceTarget>
   workspaceTarget({ name: head.workspaceName, authzGroups: head.authzGroups }, action);
 
 /** A plan of the viewer's org whose workspace the viewer may read, or NotFound. */
-export async function findReadablePlanHead(deps: Pick<GateDeps, "db" | "authz">, planId: string): Promise<PlanHead> {
-  const { db, authz } = deps;
+export async function findReadablePlanHead(
+  deps: Pick<GateDeps, "db" | "authz">,
+  planId: string,
+  load: (orgId: string, planId: string) => Promise<PlanHead | null> = (orgId, id) => loadPlanHead(deps.db.sql, orgId, id),
+): Promise<PlanHead> {
+  const { authz } = deps;
   const viewer = (await authz.requireMember()) && authz.viewer;
-  const head = await loadPlanHead(db.sql, viewer.orgId, planId);
+  const head = await load(viewer.orgId, planId);
   if (!head || !(await authz.can(targetOfHead(head, "read")))) throw new NotFoundError("Plan", planId);
   return head;
 }

@@ -339,49 +339,71 @@ builder.queryField("gate", (t) =>
  * a failure rejects that next()) and then hands every next() straight to the hub's queue, with
  * no generator in between: one fewer chain of promise hops per message and subscriber. It takes
  * a direct writer (shared-events.ts) before it starts and hands it to the hub with the queue.
+ *
+ * A class, not closures: one lives per subscriber for as long as it subscribes, and its methods
+ * are shared (arrows kept in properties cost a function, a context and, under tsx's keepNames,
+ * a property array each, per subscriber: docs/benchmarks.md, "What a subscriber costs").
  */
-function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> & DirectDeliverable {
-  let inner: Promise<AsyncIterator<T>> | null = null;
+class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
+  private start: ((direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>) | null;
+  private inner: Promise<AsyncIterator<T>> | null = null;
   /** The started iterator, once `inner` has resolved: later next() calls go to it directly. */
-  let started: AsyncIterator<T> | null = null;
-  let direct: ((message: T) => boolean) | undefined;
-  let finished = false;
-  const done = (): IteratorResult<T> => ({ value: undefined, done: true });
-  const stream: AsyncIterableIterator<T> & DirectDeliverable = {
-    next: () => {
-      if (finished) return Promise.resolve(done());
-      if (started) return started.next();
-      inner ??= start(direct);
-      return inner.then(
-        (it) => {
-          started = it;
-          return it.next();
-        },
-        (error) => {
-          finished = true;
-          throw error;
-        },
-      );
-    },
-    return: async () => {
-      finished = true;
-      const it = inner ? await inner.catch(() => null) : null;
-      await it?.return?.();
-      return done();
-    },
-    [DIRECT_DELIVERY]: (writer) => {
-      if (!inner) direct = writer;
-    },
-    [Symbol.asyncIterator]: () => stream,
-  };
-  return stream;
+  private started: AsyncIterator<T> | null = null;
+  private direct: ((message: T) => boolean) | undefined;
+  private finished = false;
+
+  constructor(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>) {
+    this.start = start;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.finished) return Promise.resolve({ value: undefined, done: true });
+    if (this.started) return this.started.next();
+    if (!this.inner) {
+      this.inner = this.start!(this.direct);
+      // Started once: what it closed over (the context, the writer) is the hub's to keep now.
+      this.start = null;
+      this.direct = undefined;
+    }
+    return this.inner.then(
+      (it) => {
+        this.started = it;
+        return it.next();
+      },
+      (error) => {
+        this.finished = true;
+        throw error;
+      },
+    );
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    this.finished = true;
+    const it = this.inner ? await this.inner.catch(() => null) : null;
+    await it?.return?.();
+    return { value: undefined, done: true };
+  }
+
+  [DIRECT_DELIVERY](writer: (event: unknown) => boolean): void {
+    if (!this.inner) this.direct = writer as (message: T) => boolean;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
+
+function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> & DirectDeliverable {
+  return new DeferredStream(start);
 }
 
 function planGateStream(ctx: SignedInContext, planId: string): AsyncIterableIterator<GateSnapshot> {
   // Authorized on subscribe; the hub authorizes again on every delivery.
   return deferredStream(async (direct) => {
-    const head = await findReadablePlanHead(deps(ctx), planId);
-    return gateHub(ctx.db, ctx.events).watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
+    const hub = gateHub(ctx.db, ctx.events);
+    // The head read is shared with the subscribers to the same plan asking in the same turn.
+    const head = await findReadablePlanHead(deps(ctx), planId, (orgId, id) => hub.planHead(orgId, id));
+    return hub.watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
   });
 }
 

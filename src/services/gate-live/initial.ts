@@ -3,7 +3,7 @@
 // round's message replaces it by version.
 
 import type { Database } from "../../infra/db.js";
-import { loadPlanHead, nextGateVersion, openPlanHeads, principalSource, snapshotOf, type GateSnapshot } from "../gate.js";
+import { loadPlanHead, nextGateVersion, openPlanHeads, principalSource, snapshotOf, type GateSnapshot, type PlanHead } from "../gate.js";
 import type { WorkspaceGates, WorkspaceHead } from "./registry.js";
 
 export class InitialSnapshots {
@@ -26,6 +26,27 @@ export class InitialSnapshots {
     });
     this.waiting.set(planId, entry);
     return entry.promise;
+  }
+
+  /** Plan-head reads not yet sent, per organization and plan: subscribers arriving together share one. */
+  private readonly heads = new Map<string, Promise<PlanHead | null>>();
+
+  /**
+   * The plan's head, as loadPlanHead reads it, for a subscriber being authorized: read after the
+   * turn of the event loop it was asked in, so every subscriber that shares the read asked
+   * before it was sent (none is answered from a read older than its own request).
+   */
+  planHead(orgId: string, planId: string): Promise<PlanHead | null> {
+    const key = `${orgId}\u0000${planId}`;
+    let read = this.heads.get(key);
+    if (!read) {
+      read = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        this.heads.delete(key);
+        return loadPlanHead(this.db.sql, orgId, planId);
+      });
+      this.heads.set(key, read);
+    }
+    return read;
   }
 
   /** Every open plan of the workspace, as it stands now. */
