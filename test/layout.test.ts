@@ -30,7 +30,9 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../src");
 // - Files at the src/ root: app.ts, main.ts, worker.ts and errors.ts have rows; any other root
 //   file fails this test until it is given one.
 // - generated/ is not read (it imports nothing of ours).
-const DOMAIN: string[] = [];
+const DOMAIN: string[] = [
+  "errors.ts", // the typed failures the domain throws (errors.ts itself imports only domain types)
+];
 const GATEWAY = [
   "domain",
   "generated",

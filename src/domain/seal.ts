@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { InvalidStateError } from "../errors.js";
 
 /**
  * AES-256-GCM under a key derived (HKDF-SHA256) from a configured secret and a purpose, so a row
@@ -29,4 +30,21 @@ export function unseal(purpose: string, secret: string, sealed: string): string 
   } catch {
     return null;
   }
+}
+
+/**
+ * The secret a configured credential (a webhook's signing secret, a Slack app's, a GitHub App's
+ * key) is sealed under: COUNTERSIGN_WEBHOOK_SECRET_KEY, or COUNTERSIGN_APPROVAL_SECRET. Without
+ * one nothing is stored: `entity` (the GraphQL type being configured) names what cannot be.
+ */
+export function sealingKeyFor(config: { webhooks: { secretKey?: string | null } }, entity: string): string {
+  const key = config.webhooks.secretKey;
+  if (!key) {
+    throw new InvalidStateError(
+      entity,
+      "unconfigured",
+      `${entity} needs COUNTERSIGN_WEBHOOK_SECRET_KEY (or COUNTERSIGN_APPROVAL_SECRET) to seal its secrets.`,
+    );
+  }
+  return key;
 }

@@ -14,7 +14,7 @@ import http from "node:http";
 import https from "node:https";
 import { z } from "zod";
 import { Authz, type SignedInAuthz } from "../authz/authz.js";
-import { seal, unseal } from "../domain/seal.js";
+import { seal, sealingKeyFor, unseal } from "../domain/seal.js";
 import {
   BlockActionsPayload,
   ephemeral,
@@ -61,18 +61,6 @@ export interface SlackDeps {
   config: Config;
 }
 
-function sealingKey(config: Config): string {
-  const key = config.webhooks.secretKey;
-  if (!key) {
-    throw new InvalidStateError(
-      "SlackIntegration",
-      "unconfigured",
-      "Approving from Slack needs COUNTERSIGN_WEBHOOK_SECRET_KEY (or COUNTERSIGN_APPROVAL_SECRET) to seal the app's signing secret.",
-    );
-  }
-  return key;
-}
-
 const ConfigureInput = z.object({
   slackTeam: SlackTeamId,
   // Slack's signing secrets are 32 hexadecimal characters; anything of that shape, a little wider, is taken.
@@ -95,7 +83,7 @@ export async function configureSlackIntegration({ db, authz, config }: SlackDeps
   const orgId = authz.viewer.orgId;
   const existing = await db.prisma.slackIntegration.findUnique({ where: { orgId } });
   await authz.require(webhookTarget(existing ? "update" : "create"));
-  const sealed = seal(SLACK_SEAL, sealingKey(config), input.signingSecret);
+  const sealed = seal(SLACK_SEAL, sealingKeyFor(config, "SlackIntegration"), input.signingSecret);
   return db.prisma.$transaction(async (tx) => {
     const row = await tx.slackIntegration.upsert({
       where: { orgId },

@@ -4,7 +4,7 @@
 // at all; the delivery worker (src/workers/webhook-delivery.ts) sends it.
 
 import { randomBytes, randomUUID } from "node:crypto";
-import { seal, unseal } from "../domain/seal.js";
+import { seal, sealingKeyFor, unseal } from "../domain/seal.js";
 import { endpointUrlProblem, MAX_ENDPOINT_URL_LENGTH } from "../domain/endpoint-url.js";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { z } from "zod";
@@ -226,18 +226,6 @@ export const updateWebhookInput = (config: Pick<Config, "webhooks">) => z.object
   active: z.boolean().optional(),
 });
 
-function secretKeyOf(config: Config): string {
-  const key = config.webhooks.secretKey;
-  if (!key) {
-    throw new InvalidStateError(
-      "Webhook",
-      "unconfigured",
-      "Webhooks need COUNTERSIGN_WEBHOOK_SECRET_KEY (or COUNTERSIGN_APPROVAL_SECRET) to seal their signing secrets.",
-    );
-  }
-  return key;
-}
-
 /** A webhook of the viewer's organization after the check, or NotFound (nothing of another org shows). */
 async function findWebhookFor({ db, authz }: Pick<WebhookDeps, "db" | "authz">, id: string, action: "read" | "update" | "delete") {
   await authz.requireMember();
@@ -252,7 +240,7 @@ export async function createWebhook({ db, authz, config }: WebhookDeps, raw: unk
   const input = parseInput(createWebhookInput(config), raw);
   await authz.require(webhookTarget("create"));
   const viewer = authz.viewer;
-  const key = secretKeyOf(config);
+  const key = sealingKeyFor(config, "Webhook");
   const count = await db.prisma.webhook.count({ where: { orgId: viewer.orgId } });
   if (count >= MAX_WEBHOOKS_PER_ORG) {
     throw ValidationError.field("input", "too_many", `An organization has at most ${MAX_WEBHOOKS_PER_ORG} webhooks.`);
