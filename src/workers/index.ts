@@ -1,16 +1,19 @@
 import type { Infra } from "../infra/index.js";
+import { createGithubWorker, type GithubWorker } from "./github-delivery.js";
 import { createWebhookWorker, type WebhookWorker } from "./webhook-delivery.js";
 import { createApprovalsRuntime, type ApprovalsRuntime } from "./runtime.js";
 
 /**
  * The background workers: approval-stream ingest, delivery and expiry (with the embedded gateway
- * when config.gatewayEmbedded), and outbound webhook delivery. app.ts starts them when
+ * when config.gatewayEmbedded), outbound webhook delivery, and GitHub deployment protection answers. app.ts starts them when
  * COUNTERSIGN_WORKERS=all; otherwise worker.ts (`npm run worker`) does.
  */
 export interface Workers {
   approvals: ApprovalsRuntime;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
+  /** GitHub deployment protection rule answers (docs/integrations.md). */
+  github: GithubWorker;
   start(): void;
   close(): Promise<void>;
 }
@@ -18,15 +21,18 @@ export interface Workers {
 export function createWorkers(infra: Infra): Workers {
   const approvals = createApprovalsRuntime(infra);
   const webhooks = createWebhookWorker(infra);
+  const github = createGithubWorker(infra);
   return {
     approvals,
     webhooks,
+    github,
     start() {
       approvals.startWorkers();
       webhooks.start();
+      github.start();
     },
     async close() {
-      await Promise.all([approvals.close(), webhooks.stop()]);
+      await Promise.all([approvals.close(), webhooks.stop(), github.stop()]);
     },
   };
 }

@@ -21,6 +21,7 @@ import "./personal-organization.js";
 import "./pr-preview.js";
 import "./cloud-integration.js";
 import "./slack.js";
+import "./github.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 
