@@ -8,7 +8,8 @@
 // COUNTERSIGN_GITHUB_API_URL for the event's own repository (an installation token goes there).
 // The request waits for the workflow run's plan (`plan submit --run-url <run page>`) on the
 // mapped workspace, whichever arrives first, then for that plan's gate: approved when it passes,
-// rejected when it no longer can (superseded, discarded, its apply failed). An environment no
+// rejected when it no longer can (superseded, discarded, its apply failed). A matched plan's
+// origin becomes GITHUB_DEPLOYMENT (its link, the run URL the workflow gave). An environment no
 // mapping names is rejected at once, saying so: fail closed, never guessed. Answers are delivered
 // by src/workers/github-delivery.ts.
 
@@ -36,6 +37,7 @@ import type { Database, SqlRunner } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
 import { evaluateLive, loadPlanHead } from "./gate.js";
 import { parseInput } from "./parse.js";
+import { setPlanOrigin } from "./plans.js";
 import { webhookTarget } from "./webhooks.js";
 import { findReadableWorkspace } from "./workspaces.js";
 
@@ -331,6 +333,8 @@ export async function decideWaitingRequests(db: Database, config: Pick<Config, "
       if (!plan) continue;
       if (plan.id !== request.planId) {
         await db.sql.query(`UPDATE github_protection_requests SET "planId" = $2, "updatedAt" = now() WHERE id = $1 AND status = 'waiting'`, [request.id, plan.id]);
+        // The plan page says it is this GitHub deployment's plan, linking the run (its runUrl).
+        await setPlanOrigin(db, plan.id, "github_deployment");
       }
       const verdict = await verdictOf(db.sql, config, request.orgId, plan.id);
       if (!verdict) continue;

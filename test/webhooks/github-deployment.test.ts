@@ -260,6 +260,9 @@ describe("answering GitHub", () => {
     expect((await deliver(JSON.stringify(protectionEvent(runId, environment)))).body.status).toBe("waiting");
     await tick();
     expect((await requestsOf(runId))[0]).toMatchObject({ status: "waiting", planId: plan.id });
+    // The plan page says where the plan came from: this GitHub deployment, linking its run.
+    const origin = await t.gql(`query($id: ID!) { plan(id: $id) { origin { kind url } } }`, { id: plan.id }, org.adminToken);
+    expect(origin.data.plan.origin).toEqual({ kind: "GITHUB_DEPLOYMENT", url: `${runPage(runId)}/attempts/1` });
     const first = await person(t, org.orgId, "First Approver");
     const second = await person(t, org.orgId, "Second Approver");
     expect((await o.approve(first.token, plan.id)).__typename).toBe("MutationApprovePlanSuccess");
@@ -284,11 +287,12 @@ describe("answering GitHub", () => {
     await deliver(JSON.stringify(protectionEvent(runId, environment)));
     await tick();
     expect((await requestsOf(runId))[0]).toMatchObject({ status: "waiting", planId: null });
-    // Another run's plan on the same workspace is not this deployment's.
+    // Another run's plan on the same workspace is not this deployment's, nor does it become one.
     const o = ops(t);
-    await o.submit(org.adminToken, ws.id, [{ address: "aws_instance.web", action: "UPDATE" }], { runUrl: runPage(runId + 100000) });
+    const unrelated = await o.submit(org.adminToken, ws.id, [{ address: "aws_instance.web", action: "UPDATE" }], { runUrl: runPage(runId + 100000) });
     await tick();
     expect((await requestsOf(runId))[0]).toMatchObject({ status: "waiting", planId: null });
+    expect((await t.db.prisma.plan.findUniqueOrThrow({ where: { id: unrelated.id } })).originKind).toBe("api");
     const plan = await o.submit(org.adminToken, ws.id, [{ address: "aws_instance.web", action: "UPDATE" }], { runUrl: `${runPage(runId).toLowerCase()}/job/77` });
     await tick();
     expect((await requestsOf(runId))[0]).toMatchObject({ status: "waiting", planId: plan.id });
