@@ -40,7 +40,8 @@ export const EnvironmentName = z
   .string()
   .min(1)
   .max(255)
-  .regex(/^[^\u0000-\u001f\u007f]+$/, "an environment name without control characters");
+  .regex(/^[^\u0000-\u001f\u007f]+$/, "an environment name without control characters")
+  .refine((name) => name.trim().length > 0, "an environment name, not blank");
 
 /** The fields of a deployment_protection_rule `requested` event Countersign reads. */
 export const ProtectionRuleRequested = z.object({

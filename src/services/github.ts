@@ -61,7 +61,11 @@ export interface GithubDeps {
 
 const ConfigureInput = z.object({
   appId: z.string().regex(/^[0-9]{1,20}$/, "the App's numeric App ID (GitHub: the App's settings → About)"),
-  privateKey: z.string().min(1).max(16_384),
+  // A 4,096-bit RSA key's PEM is about 3,300 characters.
+  privateKey: z
+    .string()
+    .max(8192, "at most 8,192 characters (a GitHub App's .pem file is about 1,700)")
+    .refine((pem) => pem.trim().length > 0, "the App's private key (the .pem file GitHub generated), not blank"),
   webhookSecret: z.string().min(16, "at least 16 characters (GitHub: the App's Webhook secret)").max(256),
 });
 
