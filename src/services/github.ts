@@ -325,6 +325,11 @@ async function verdictOf(sql: SqlRunner, config: Pick<Config, "publicUrl">, orgI
  * decided. Runs in the GitHub worker's tick (and after a matching event or plan wakes it).
  */
 export async function decideWaitingRequests(db: Database, config: Pick<Config, "publicUrl">, log: Logger, limit = 200): Promise<number> {
+  // GitHub holds a job at most 30 days; past that nobody is waiting for the answer.
+  await db.sql.query(
+    `UPDATE github_protection_requests SET status = 'failed', "lastError" = 'no plan or gate answer within GitHub''s 30-day wait', "updatedAt" = now()
+      WHERE status = 'waiting' AND "createdAt" < now() - interval '30 days'`,
+  );
   const waiting = await db.sql.query<Waiting>(
     `SELECT id, "orgId", "workspaceId", "runPageUrl", "planId", environment FROM github_protection_requests
       WHERE status = 'waiting' AND "workspaceId" IS NOT NULL ORDER BY "createdAt", id LIMIT $1`,

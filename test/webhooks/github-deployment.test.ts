@@ -327,6 +327,16 @@ describe("answering GitHub", () => {
     expect(callback!.body.comment).toContain(`no Countersign workspace is mapped to ${REPO.toLowerCase()} environment "unmapped-env"`);
   });
 
+  it("a request still waiting after GitHub's 30-day hold is closed failed, and nothing is sent", async () => {
+    const { environment } = await mappedEnvironment(1);
+    const runId = ++runs;
+    await deliver(JSON.stringify(protectionEvent(runId, environment)));
+    await t.db.sql.query(`UPDATE github_protection_requests SET "createdAt" = now() - interval '31 days' WHERE "runId" = $1`, [String(runId)]);
+    await tick();
+    expect((await requestsOf(runId))[0]).toMatchObject({ status: "failed", lastError: "no plan or gate answer within GitHub's 30-day wait" });
+    expect(gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`))).toEqual([]);
+  });
+
   it("a callback GitHub answers 500 is retried with backoff; every attempt is recorded", async () => {
     const runId = ++runs;
     gh.callbackStatuses.push(500);
