@@ -28,10 +28,12 @@ import { prepareDatabase } from "./services/startup.js";
 import { createWorkers } from "./workers/index.js";
 import { EMBEDDED_APPROVALS_PATH, EMBEDDED_TOOLS_PATH, type ApprovalsRuntime } from "./workers/runtime.js";
 import type { WebhookWorker } from "./workers/webhook-delivery.js";
+import type { GithubWorker } from "./workers/github-delivery.js";
 import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./edge/operator.js";
+import { createGithubReceiver, GITHUB_MAX_BODY_BYTES, GITHUB_WEBHOOK_PREFIX } from "./services/github.js";
 import { createSlackInteractivity, SLACK_INTERACTIVITY_PREFIX, SLACK_MAX_BODY_BYTES } from "./services/slack.js";
 import { createHcpRunTaskReceiver, HCP_MAX_BODY_BYTES, HCP_RUN_TASK_PREFIX } from "./services/hcp-run-task.js";
 import { guardSubscribe, isUnavailableError, unavailableGraphQLError } from "./infra/faults.js";
@@ -56,12 +58,14 @@ export interface Services {
   limits: SharedLimits;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
+  /** GitHub deployment protection rule answers (docs/integrations.md). */
+  github: GithubWorker;
   close(): Promise<void>;
 }
 
 function createServices(deps: Infra): Services {
   const workers = createWorkers(deps);
-  const { approvals, webhooks } = workers;
+  const { approvals, webhooks, github } = workers;
   const routes: HttpRoute[] = [];
   const limits = createSharedLimits({ redisUrl: deps.config.redisUrl, keyPrefix: deps.config.limitsKeyPrefix, logger: deps.logger.child({ module: "limits" }) });
   // Personal organizations: createBurst at once, createPerHour after it (0: only the burst, ever).
@@ -132,6 +136,25 @@ function createServices(deps: Infra): Services {
       return true;
     },
   }));
+  // A GitHub custom deployment protection rule: events GitHub posts, signed with the App's webhook
+  // secret (src/services/github.ts); the answers go out from the GitHub worker.
+  const githubReceiver = createGithubReceiver(deps);
+  routes.push(signedRoute({
+    owner: "github",
+    methods: ["POST"],
+    path: GITHUB_WEBHOOK_PREFIX,
+    prefix: true,
+    credential: "github-signature",
+    handle: async (req, res, url) => {
+      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, GITHUB_MAX_BODY_BYTES)))) return true;
+      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
+      const answer = await githubReceiver.handle(url.pathname, req.headers, body);
+      sendJson(res, answer.status, answer.body);
+      // Decided at once when it can be (an unmapped environment, a plan already there).
+      if (answer.recorded) github.wake();
+      return true;
+    },
+  }));
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
   if (deps.config.workers === "all") workers.start();
   return {
@@ -139,6 +162,7 @@ function createServices(deps: Infra): Services {
     approvals,
     limits,
     webhooks,
+    github,
     routes,
     async close() {
       await workers.close();

@@ -132,6 +132,19 @@ const EnvSchema = z.object({
    * pending"). HCP errors a task whose request runs past 60 minutes: at most that, default 55.
    */
   COUNTERSIGN_HCP_RESULT_DEADLINE_MS: z.coerce.number().int().positive().max(3_600_000).default(3_300_000),
+  /**
+   * The GitHub REST API a GitHub App integration talks to (installation tokens, deployment
+   * protection rule answers): https://api.github.com, or a GitHub Enterprise Server's
+   * https://<host>/api/v3. A callback URL GitHub sends is answered only when it is under it.
+   */
+  COUNTERSIGN_GITHUB_API_URL: z.string().url().default("https://api.github.com"),
+  /**
+   * "1" lets the GitHub API be http: and on loopback or private addresses (a GitHub Enterprise
+   * Server inside the network, a local stand-in in tests); off, refused. Never-allowed ranges stay refused.
+   */
+  COUNTERSIGN_GITHUB_ALLOW_PRIVATE: z.enum(["0", "1"]).default("0"),
+  /** How often waiting deployment protection requests are matched to plans and their gates read. */
+  COUNTERSIGN_GITHUB_INTERVAL_MS: z.coerce.number().int().positive().default(5_000),
   /** Live personal organizations one person (one email) may own at once, across every organization they open them from. */
   COUNTERSIGN_PERSONAL_ORGS_PER_PERSON: z.coerce.number().int().min(0).default(3),
   /** Personal organizations one person may open in a burst, and per hour after it (in-process, per API process). */
@@ -227,6 +240,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       allowPrivate: e.COUNTERSIGN_HCP_ALLOW_PRIVATE === "1",
       intervalMs: e.COUNTERSIGN_HCP_INTERVAL_MS,
       resultDeadlineMs: e.COUNTERSIGN_HCP_RESULT_DEADLINE_MS,
+      maxAttempts: e.COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.COUNTERSIGN_WEBHOOK_RETRY_BASE_MS,
+      timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,
+    },
+    /** GitHub deployment protection rules; answers retry like webhooks (attempts, backoff, timeout). */
+    github: {
+      apiUrl: e.COUNTERSIGN_GITHUB_API_URL.replace(/\/+$/, ""),
+      allowPrivate: e.COUNTERSIGN_GITHUB_ALLOW_PRIVATE === "1",
+      intervalMs: e.COUNTERSIGN_GITHUB_INTERVAL_MS,
       maxAttempts: e.COUNTERSIGN_WEBHOOK_MAX_ATTEMPTS,
       retryBaseMs: e.COUNTERSIGN_WEBHOOK_RETRY_BASE_MS,
       timeoutMs: e.COUNTERSIGN_WEBHOOK_TIMEOUT_MS,

@@ -31,9 +31,10 @@ import { ValidationError, type FieldIssue } from "../../errors.js";
 
 /**
  * String inputs that are free text (tab and newlines allowed). Every other String, and every
- * ID, is an identifier: a new field is strict until it is listed here.
+ * ID, is an identifier: a new field is strict until it is listed here. `privateKey` is a PEM
+ * file (a GitHub App's key), lines and all.
  */
-export const FREE_TEXT_FIELDS: ReadonlySet<string> = new Set(["description", "comment", "message", "note", "policies"]);
+export const FREE_TEXT_FIELDS: ReadonlySet<string> = new Set(["description", "comment", "message", "note", "policies", "privateKey"]);
 
 /** The rule a String/ID input named `name` follows; null for other scalars (JSON checks itself). */
 export function textKindOf(scalar: string, name: string): TextKind | null {

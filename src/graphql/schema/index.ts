@@ -22,6 +22,7 @@ import "./pr-preview.js";
 import "./cloud-integration.js";
 import "./slack.js";
 import "./hcp-run-task.js";
+import "./github.js";
 
 export const schema = builder.toSchema({ sortSchema: true });
 
