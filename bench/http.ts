@@ -7,7 +7,10 @@
 // - `{ viewer { name } }`, authenticated: at least 0.6×;
 // - the dashboard's workspace list (operations/workspaces.graphql) on an organization of 50
 //   workspaces with reservations and open plans, beside one raw SQL statement reading the same
-//   rows (context, no target).
+//   rows: at most 3× its p50;
+// - the check API as a runner calls it (a service account asking about a member, by resource id,
+//   the docs' selection): one question within 1.5× the p50 of the same client's `viewer` round
+//   trip, timed in the same rounds; a batch of 100 under 5 ms p95.
 //
 // Every response is checked: a load run whose responses are not the expected body (a 429, an
 // error, a wrong viewer) is reported as failed, not as fast. Loopback only; every loop is bounded.
@@ -22,7 +25,7 @@ import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import type { Database } from "../src/infra/db.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, consume, freePort, log, row, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, consume, freePort, log, row, summarize, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 /** Seconds per measured load run; each case runs ROUNDS times per server, alternating; rows give the means. */
@@ -33,17 +36,22 @@ const WORKSPACES = 50;
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const VIEWER_NAME = "Bench Viewer";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-/** Which parts run (comma-separated: typename, viewer, workspaces); all by default. For profiling one. */
-const ONLY = new Set((process.env.BENCH_HTTP_ONLY ?? "typename,viewer,workspaces").split(",").map((s) => s.trim()));
+/** Which parts run (comma-separated: typename, viewer, workspaces, check); all by default. For profiling one. */
+const ONLY = new Set((process.env.BENCH_HTTP_ONLY ?? "typename,viewer,workspaces,check").split(",").map((s) => s.trim()));
 
 // ── The organization: 50 workspaces, reservations, open plans ─────────────────────────
 
 interface Seeded {
   orgId: string;
   token: string;
+  /** A runner's service account: (member, check) and read on stacks, workspaces and roles. */
+  runnerToken: string;
+  memberIds: string[];
+  stackIds: string[];
+  workspaceIds: string[];
 }
 
-async function seed(db: Database): Promise<Seeded> {
+export async function seed(db: Database): Promise<Seeded> {
   await reconcileSystemRoles(db.prisma);
   const org = await db.prisma.organization.create({ data: { slug: `bench-${randomUUID().slice(0, 8)}`, name: "Bench" } });
   const people = Array.from({ length: 20 }, (_, i) => ({ id: randomUUID(), email: `u${i}-${org.id}@bench.local`, name: i === 0 ? VIEWER_NAME : `User ${i}` }));
@@ -94,7 +102,21 @@ async function seed(db: Database): Promise<Seeded> {
   });
   const token = generateToken();
   await db.prisma.apiToken.create({ data: { userId: people[0]!.id, orgId: org.id, name: "bench", tokenHash: hashToken(token), prefix: tokenPrefix(token) } });
-  return { orgId: org.id, token };
+  // The runner asking the check API before each action (docs/permissions.md, "The check API").
+  const runner = await db.prisma.user.create({ data: { email: `runner-${org.id}@bench.local`, name: "Bench Runner", isServiceAccount: true } });
+  await db.prisma.membership.create({ data: { orgId: org.id, userId: runner.id } });
+  const runnerRole = await db.prisma.role.create({
+    data: {
+      orgId: org.id,
+      key: "runner",
+      name: "Runner",
+      permissions: { create: [["member", "check"], ["stack", "read"], ["workspace", "read"], ["role", "read"]].map(([resourceType, action]) => ({ resourceType: resourceType!, action: action! })) },
+    },
+  });
+  await db.prisma.roleAssignment.create({ data: { orgId: org.id, userId: runner.id, roleId: runnerRole.id } });
+  const runnerToken = generateToken();
+  await db.prisma.apiToken.create({ data: { userId: runner.id, orgId: org.id, name: "runner", tokenHash: hashToken(runnerToken), prefix: tokenPrefix(runnerToken) } });
+  return { orgId: org.id, token, runnerToken, memberIds: people.map((p) => p.id), stackIds: stacks.map((x) => x.id), workspaceIds: workspaces.map((w) => w.id) };
 }
 
 /** The same rows the workspace list returns, in one statement (what a hand-written endpoint would send). */
@@ -219,6 +241,13 @@ async function check(url: string, token: string, query: string, expect: string):
 }
 
 const load1 = () => loadavg()[0]!.toFixed(2);
+
+/** Wall time of one call, ms. */
+async function msOf(fn: () => Promise<unknown>): Promise<number> {
+  const start = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
 async function throughputRows(bare: Started, countersign: Started, token: string): Promise<BenchRow[]> {
@@ -288,13 +317,98 @@ async function workspaceListRows(db: Database, countersign: Started, s: Seeded):
   const raw = await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true });
   if (raw.length !== WORKSPACES) throw new Error(`the raw workspace list returned ${raw.length} rows`);
 
-  const http = await timeAsync(async () => consume(await once()), { warmup: 20, iterations: 100 });
-  const sql = await timeAsync(async () => consume(await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true })), { warmup: 20, iterations: 100 });
+  // Rounds of each in turn (20 warm-up calls each first), so a burst of load from elsewhere falls on both.
+  const httpSamples: number[] = [];
+  const sqlSamples: number[] = [];
+  const rawSql = async () => consume(await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true }));
+  await timeAsync(async () => consume(await once()), { warmup: 20, iterations: 0 });
+  await timeAsync(rawSql, { warmup: 20, iterations: 0 });
+  for (let r = 0; r < 5; r++) {
+    for (let i = 0; i < 20; i++) httpSamples.push(await msOf(async () => consume(await once())));
+    for (let i = 0; i < 20; i++) sqlSamples.push(await msOf(rawSql));
+  }
+  const http = summarize(httpSamples);
+  const sql = summarize(sqlSamples);
   log(`workspace list: HTTP p50 ${http.p50.toFixed(2)} ms p99 ${http.p99.toFixed(2)} ms; raw SQL p50 ${sql.p50.toFixed(2)} ms; load average ${load1()}`);
   const label = `workspace list (dashboard), ${WORKSPACES} workspaces with reservations and open plans, one client`;
   return [
-    row(`${label} (p50)`, http.p50, "ms", { baseline: { name: "raw SQL of the same rows, one statement", value: sql.p50 }, target: "context" }),
+    row(`${label} (p50)`, http.p50, "ms", {
+      baseline: { name: "raw SQL of the same rows, one statement", value: sql.p50 },
+      target: "≤ 3× raw SQL",
+      pass: http.p50 <= 3 * sql.p50,
+    }),
     row(`${label} (p99)`, http.p99, "ms", { baseline: { name: "raw SQL p99", value: sql.p99 }, target: "context" }),
+  ];
+}
+
+// ── The check API ─────────────────────────────────────────────────────────────────────
+
+/** The runner's request of docs/permissions.md ("The check API"): decision, the roles that grant it, what is missing. */
+const CHECK_QUERY = `query Check($checks: [PermissionCheckInput!]!) {
+  checkPermissions(checks: $checks) {
+    ... on QueryCheckPermissionsSuccess { data { action allowed decision via { kind roleKey } missing { action matchValue } } }
+    ... on Error { code message }
+  }
+}`;
+const CHECK_ROUNDS = 10;
+const CHECK_PER_ROUND = 30;
+
+/** Question i of a batch: a member (of 20), and a workspace or a stack action on one of the org's objects. */
+function question(s: Seeded, i: number) {
+  const principalId = s.memberIds[i % s.memberIds.length]!;
+  if (i % 4 === 3) return { principalId, resourceType: "stack", action: ["read", "deploy"][i % 2]!, resourceId: s.stackIds[i % s.stackIds.length]! };
+  return { principalId, resourceType: "workspace", action: ["approve", "read", "update"][i % 3]!, resourceId: s.workspaceIds[i % s.workspaceIds.length]! };
+}
+
+async function checkApiRows(countersign: Started, s: Seeded): Promise<BenchRow[]> {
+  const headers = { "content-type": "application/json", authorization: `Bearer ${s.runnerToken}` };
+  const post = (body: string) => fetch(countersign.url, { method: "POST", headers, body }).then(async (res) => ({ status: res.status, text: await res.text() }));
+  const bodies = {
+    viewer: JSON.stringify({ query: "{ viewer { name } }" }),
+    one: JSON.stringify({ query: CHECK_QUERY, variables: { checks: [question(s, 0)] } }),
+    batch: JSON.stringify({ query: CHECK_QUERY, variables: { checks: Array.from({ length: 100 }, (_, i) => question(s, i)) } }),
+  };
+  // Every answer is checked against the first one, which must answer every question without an error.
+  const expected = {} as Record<keyof typeof bodies, string>;
+  for (const [key, body] of Object.entries(bodies) as [keyof typeof bodies, string][]) {
+    const { status, text } = await post(body);
+    const json = JSON.parse(text) as { data?: { checkPermissions?: { data?: { allowed: boolean }[] } }; errors?: unknown[] };
+    const answered = key === "viewer" ? (json.data ? 1 : 0) : (json.data?.checkPermissions?.data?.length ?? 0);
+    if (status !== 200 || json.errors || answered !== (key === "batch" ? 100 : 1)) throw new Error(`check API (${key}) answered ${status}: ${text.slice(0, 300)}`);
+    expected[key] = text;
+  }
+  const allowed = (JSON.parse(expected.batch) as { data: { checkPermissions: { data: { allowed: boolean }[] } } }).data.checkPermissions.data.filter((a) => a.allowed).length;
+  log(`check API: the batch of 100 allows ${allowed}`);
+  const samples = { viewer: [] as number[], one: [] as number[], batch: [] as number[] };
+  const timeOne = async (key: keyof typeof bodies, keep: boolean) => {
+    let answer = { status: 0, text: "" };
+    const ms = await msOf(async () => (answer = await post(bodies[key])));
+    if (answer.status !== 200 || answer.text !== expected[key]) throw new Error(`check API (${key}) answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    if (keep) samples[key].push(ms);
+  };
+  // Rounds of each kind in turn, so a burst of load from elsewhere on the machine falls on all three.
+  for (let r = 0; r <= CHECK_ROUNDS; r++) {
+    for (const key of ["viewer", "one", "batch"] as const) {
+      for (let i = 0; i < CHECK_PER_ROUND; i++) await timeOne(key, r > 0); // round 0 warms up
+    }
+  }
+  const viewer = summarize(samples.viewer);
+  const one = summarize(samples.one);
+  const batch = summarize(samples.batch);
+  log(
+    `check API: viewer p50 ${viewer.p50.toFixed(2)} ms p95 ${viewer.p95.toFixed(2)} ms; one question p50 ${one.p50.toFixed(2)} ms p95 ${one.p95.toFixed(2)} ms; ` +
+      `batch of 100 p50 ${batch.p50.toFixed(2)} ms p95 ${batch.p95.toFixed(2)} ms; load average ${load1()}`,
+  );
+  const label = "check API (runner: a member, by resource id), one client";
+  return [
+    row(`${label}: one question (p50)`, one.p50, "ms", {
+      baseline: { name: "viewer round trip p50, same rounds", value: viewer.p50 },
+      target: "≤ 1.5× viewer",
+      pass: one.p50 <= 1.5 * viewer.p50,
+    }),
+    row(`${label}: one question (p95)`, one.p95, "ms", { baseline: { name: "viewer round trip p95", value: viewer.p95 }, target: "context" }),
+    row(`${label}: batch of 100 (p50)`, batch.p50, "ms", { baseline: { name: "viewer round trip p50", value: viewer.p50 }, target: "context" }),
+    row(`${label}: batch of 100 (p95)`, batch.p95, "ms", { baseline: { name: "viewer round trip p95", value: viewer.p95 }, max: 5 }),
   ];
 }
 
@@ -319,6 +433,7 @@ export async function run(): Promise<BenchRow[]> {
       log(`servers up; load average ${load1()}`);
       const rows = await throughputRows(bare, countersign, seeded.token);
       if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, seeded)));
+      if (ONLY.has("check")) rows.push(...(await checkApiRows(countersign, seeded)));
       log(`load average at the end ${load1()}`);
       return rows;
     } finally {

@@ -54,6 +54,7 @@ export function row(
 export interface Timing {
   /** Milliseconds per call. */
   p50: number;
+  p95: number;
   p99: number;
   mean: number;
   iterations: number;
@@ -85,10 +86,11 @@ export async function timeAsync(fn: () => Promise<unknown>, options: { warmup?: 
   return summarize(samples);
 }
 
-function summarize(samples: number[]): Timing {
+/** p50, p95, p99 and mean of samples in milliseconds. */
+export function summarize(samples: readonly number[]): Timing {
   const sorted = [...samples].sort((a, b) => a - b);
   const mean = samples.reduce((a, b) => a + b, 0) / Math.max(1, samples.length);
-  return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), mean, iterations: samples.length };
+  return { p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), p99: quantile(sorted, 0.99), mean, iterations: samples.length };
 }
 
 /** A sink the optimizer cannot see through, so measured loops are never dead code. */

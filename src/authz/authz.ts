@@ -4,13 +4,28 @@ import { decideAction, type Decision } from "../domain/catalog/decide.js";
 import type { ConcreteAction, ConcreteResourceType } from "../domain/catalog/matrix.js";
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError } from "../errors.js";
 import type { SqlRunner } from "../infra/db.js";
-import { loadPrincipal, principalKey, type LoadedPrincipal, type PrincipalCache } from "./principal.js";
+import { EpochCache, loadPrincipal, loadPrincipals, principalKey, type LoadedPrincipal, type PrincipalCache } from "./principal.js";
 
 /** A principal kept across requests: the process's cache and the epoch this request read with its token. */
 export interface KeptPrincipals {
   cache: PrincipalCache;
   /** The authz epoch read in the same statement as the request's token (auth/authenticate.ts). */
   epoch: number;
+}
+
+/**
+ * Rows of another kind kept beside the process's principals, under the same authz epoch: one
+ * EpochCache per PrincipalCache (per app), made on first use. Only for rows built from what the
+ * epoch covers (the tables its triggers watch: see EpochCache).
+ */
+export class EpochSlot<V> {
+  readonly #byCache = new WeakMap<PrincipalCache, EpochCache<V>>();
+
+  of(cache: PrincipalCache): EpochCache<V> {
+    let kept = this.#byCache.get(cache);
+    if (!kept) this.#byCache.set(cache, (kept = new EpochCache<V>()));
+    return kept;
+  }
 }
 
 /**
@@ -58,6 +73,43 @@ export class Authz<V extends Viewer | null = Viewer | null> {
     // Loaded after the epoch was read, so it reflects every change up to it (EpochCache); a load
     // already under way at this epoch is shared.
     return kept.cache.loadAt(kept.epoch, principalKey(viewer.orgId, viewer.userId), () => loadPrincipal(this.sql, viewer.orgId, viewer.userId));
+  }
+
+  /**
+   * Other users' principals in the viewer's organization (the check API asks about them): kept in
+   * the process's cache under the request's epoch like the viewer's own, the rest loaded in one
+   * round trip (loadPrincipals, the same union and owner rule as loadPrincipal). Only active
+   * members are kept, so ids of nobody fill no cache.
+   */
+  async principalsOf(userIds: readonly string[]): Promise<Map<string, LoadedPrincipal>> {
+    if (!this.viewer) throw new UnauthenticatedError();
+    const { orgId } = this.viewer;
+    const out = new Map<string, LoadedPrincipal>();
+    const kept = this.kept;
+    const hits = kept ? kept.cache.at(kept.epoch) : null;
+    const missing: string[] = [];
+    for (const id of new Set(userIds)) {
+      const hit = hits?.get(principalKey(orgId, id));
+      if (hit) out.set(id, hit);
+      else missing.push(id);
+    }
+    if (missing.length === 0) return out;
+    const loaded = await loadPrincipals(this.sql, orgId, missing);
+    for (const [id, p] of loaded) out.set(id, p);
+    // Loaded after the epoch was read, so they reflect every change up to it (EpochCache).
+    if (kept) kept.cache.keep(kept.epoch, [...loaded].filter(([, p]) => p.membershipActive).map(([id, p]) => [principalKey(orgId, id), p] as const));
+    return out;
+  }
+
+  /**
+   * Rows of `slot` kept under the request's epoch (null without a process cache: load, do not
+   * keep), for a reader that loads the missing ones after this request's epoch was read.
+   */
+  keptIn<V>(slot: EpochSlot<V>): { rows: ReadonlyMap<string, V>; keep(loaded: Iterable<readonly [string, V]>): void } | null {
+    const kept = this.kept;
+    if (!kept) return null;
+    const cache = slot.of(kept.cache);
+    return { rows: cache.at(kept.epoch), keep: (loaded) => cache.keep(kept.epoch, loaded) };
   }
 
   async can(target: Target): Promise<boolean> {

@@ -50,3 +50,18 @@ const users = perRequest(
 export function loadUser(ctx: Context, id: string): Promise<User | null> {
   return users.of(ctx).load(id);
 }
+
+/**
+ * The user a row names, through the request's batch (loadUser): a list naming people in several
+ * places (who holds, placed and released a reservation; who submitted a plan, approved it and
+ * withdrew) reads them together, where a relation per field is a statement per field. Null for
+ * no id; a required reference to a user that is gone fails the field.
+ */
+export function userNamed(ctx: Context, id: string): Promise<User>;
+export function userNamed(ctx: Context, id: string | null): Promise<User | null>;
+export async function userNamed(ctx: Context, id: string | null): Promise<User | null> {
+  if (id === null) return null;
+  const user = await loadUser(ctx, id);
+  if (!user) throw new Error(`user ${id} named by a row is gone`);
+  return user;
+}

@@ -6,8 +6,8 @@
 // through an SSO group binding, or the tuple that is missing. Spec: seeds/004 "Authz semantics";
 // decisions: docs/permissions.md, "The check API".
 
-import type { Authz, SignedInAuthz } from "../authz/authz.js";
-import { loadPrincipals, type LoadedPrincipal } from "../authz/principal.js";
+import { EpochSlot, type Authz, type SignedInAuthz } from "../authz/authz.js";
+import { principalKey, type LoadedPrincipal } from "../authz/principal.js";
 import {
   ANY,
   checkPermission,
@@ -202,65 +202,83 @@ interface Resolved {
 }
 
 /**
- * Every resource named by id, in the caller's organization, one query per family. A workspace-
- * scoped family takes its object's id or, for a create or "in this workspace", a workspace's id.
+ * Every family's rows by id, in the caller's organization, in one statement: the match value and
+ * the groups each is checked with. A workspace-scoped family's object is checked by its workspace
+ * (name, stack's groups); a cloud integration by its own name and its stack's groups (seed 004).
+ * Parameters: $1 the organization, then one id array per family in RESOLVED_FAMILIES' order.
+ */
+const RESOLVE_SQL = `
+  SELECT 'stack' AS family, s.id, s.name AS "matchValue", s."authzGroups" AS groups
+    FROM stacks s WHERE s."orgId" = $1 AND s.id = ANY($2::text[])
+  UNION ALL
+  SELECT 'workspace', w.id, w.name, st."authzGroups"
+    FROM workspaces w JOIN stacks st ON st.id = w."stackId" WHERE w."orgId" = $1 AND w.id = ANY($3::text[])
+  UNION ALL
+  SELECT 'resource_policy', p.id, p.name, NULL FROM resource_policies p WHERE p."orgId" = $1 AND p.id = ANY($4::text[])
+  UNION ALL
+  SELECT 'webhook', h.id, NULL, NULL FROM webhooks h WHERE h."orgId" = $1 AND h.id = ANY($5::text[])
+  UNION ALL
+  SELECT 'approval_policy', x.id, w.name, st."authzGroups"
+    FROM approval_policies x JOIN workspaces w ON w.id = x."workspaceId" JOIN stacks st ON st.id = w."stackId"
+   WHERE x."orgId" = $1 AND x.id = ANY($6::text[])
+  UNION ALL
+  SELECT 'approval_request', x.id, w.name, st."authzGroups"
+    FROM approval_requests x JOIN workspaces w ON w.id = x."workspaceId" JOIN stacks st ON st.id = w."stackId"
+   WHERE x."orgId" = $1 AND x.id = ANY($7::text[])
+  UNION ALL
+  SELECT 'virtual_key', x.id, w.name, st."authzGroups"
+    FROM virtual_keys x JOIN workspaces w ON w.id = x."workspaceId" JOIN stacks st ON st.id = w."stackId"
+   WHERE x."orgId" = $1 AND x.id = ANY($8::text[])
+  UNION ALL
+  SELECT 'connection', x.id, w.name, st."authzGroups"
+    FROM connections x JOIN workspaces w ON w.id = x."workspaceId" JOIN stacks st ON st.id = w."stackId"
+   WHERE x."orgId" = $1 AND x.id = ANY($9::text[])
+  UNION ALL
+  SELECT 'cloud_integration', c.id, c.name, st."authzGroups"
+    FROM cloud_integrations c JOIN stacks st ON st.id = c."stackId" WHERE c."orgId" = $1 AND c.id = ANY($10::text[])`;
+
+const RESOLVED_FAMILIES = [
+  "stack",
+  "workspace",
+  "resource_policy",
+  "webhook",
+  "approval_policy",
+  "approval_request",
+  "virtual_key",
+  "connection",
+  "cloud_integration",
+] as const;
+
+/**
+ * Every resource named by id, in the caller's organization (RESOLVE_SQL: one round trip). A
+ * workspace-scoped family takes its object's id or, for a create or "in this workspace", a
+ * workspace's id; a create in a stack names the stack.
  */
 async function resolveResources(db: Database, orgId: string, checks: readonly ParsedCheck[]): Promise<Map<string, Resolved>> {
   const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`
-  const idsOf = (pred: (rt: string) => boolean) => [...new Set(checks.filter((c) => c.resourceId !== null && pred(c.resourceType)).map((c) => c.resourceId!))];
+  const ids = new Map<(typeof RESOLVED_FAMILIES)[number], Set<string>>(RESOLVED_FAMILIES.map((f) => [f, new Set<string>()]));
+  for (const c of checks) {
+    if (c.resourceId === null) continue;
+    // A create names its stack; "in this workspace" (and a workspace create's own family) names a workspace.
+    const family = c.createName !== undefined ? "stack" : WORKSPACE_SCOPED.has(c.resourceType) ? "workspace" : c.resourceType;
+    ids.get(family as (typeof RESOLVED_FAMILIES)[number])?.add(c.resourceId);
+    // A workspace-scoped family's own object by its id.
+    if (c.createName === undefined && WORKSPACE_SCOPED.has(c.resourceType)) ids.get(c.resourceType as (typeof RESOLVED_FAMILIES)[number])?.add(c.resourceId);
+  }
+  if ([...ids.values()].every((set) => set.size === 0)) return out;
+  const rows = await db.sql.query<{ family: string; id: string; matchValue: string | null; groups: string[] | null }>(
+    RESOLVE_SQL,
+    [orgId, ...RESOLVED_FAMILIES.map((f) => [...ids.get(f)!])],
+    { prepare: true },
+  );
   const put = (families: readonly string[], id: string, r: Resolved) => {
     for (const f of families) out.set(`${f}\u0000${id}`, r);
   };
-  const stackIds = [
-    ...new Set([...idsOf((rt) => rt === "stack"), ...checks.filter((c) => c.createName !== undefined).map((c) => c.resourceId!)]),
-  ];
-  const workspaceIds = [
-    ...new Set(checks.filter((c) => c.resourceId !== null && c.createName === undefined && (c.resourceType === "workspace" || WORKSPACE_SCOPED.has(c.resourceType))).map((c) => c.resourceId!)),
-  ];
-  const policyIds = idsOf((rt) => rt === "resource_policy");
-  const webhookIds = idsOf((rt) => rt === "webhook");
-  const inWorkspace = { select: { name: true, stack: { select: { authzGroups: true } } } } as const;
-  const scopedIds = (rt: string) => idsOf((x) => x === rt);
-  const integrationIds = [
-    ...new Set(checks.filter((c) => c.resourceId !== null && c.createName === undefined && c.resourceType === "cloud_integration").map((c) => c.resourceId!)),
-  ];
-  const [stacks, workspaces, policies, webhooks, approvalPolicies, requests, keys, connections, integrations] = await Promise.all([
-    stackIds.length ? db.prisma.stack.findMany({ where: { orgId, id: { in: stackIds } }, select: { id: true, name: true, authzGroups: true } }) : [],
-    workspaceIds.length
-      ? db.prisma.workspace.findMany({ where: { orgId, id: { in: workspaceIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
-      : [],
-    policyIds.length ? db.prisma.resourcePolicy.findMany({ where: { orgId, id: { in: policyIds } }, select: { id: true, name: true } }) : [],
-    webhookIds.length ? db.prisma.webhook.findMany({ where: { orgId, id: { in: webhookIds } }, select: { id: true } }) : [],
-    scopedIds("approval_policy").length
-      ? db.prisma.approvalPolicy.findMany({ where: { orgId, id: { in: scopedIds("approval_policy") } }, select: { id: true, workspace: inWorkspace } })
-      : [],
-    scopedIds("approval_request").length
-      ? db.prisma.approvalRequest.findMany({ where: { orgId, id: { in: scopedIds("approval_request") } }, select: { id: true, workspace: inWorkspace } })
-      : [],
-    scopedIds("virtual_key").length
-      ? db.prisma.virtualKey.findMany({ where: { orgId, id: { in: scopedIds("virtual_key") } }, select: { id: true, workspace: inWorkspace } })
-      : [],
-    scopedIds("connection").length
-      ? db.prisma.connection.findMany({ where: { orgId, id: { in: scopedIds("connection") } }, select: { id: true, workspace: inWorkspace } })
-      : [],
-    // A cloud integration is matched by its own name and passes its stack's groups (seed 004).
-    integrationIds.length
-      ? db.prisma.cloudIntegration.findMany({ where: { orgId, id: { in: integrationIds } }, select: { id: true, name: true, stack: { select: { authzGroups: true } } } })
-      : [],
-  ]);
-  for (const s of stacks) put(["stack", PARENT_KEY], s.id, { matchValue: s.name, groups: s.authzGroups });
-  for (const w of workspaces) put(["workspace", ...WORKSPACE_SCOPED], w.id, { matchValue: w.name, groups: w.stack.authzGroups });
-  for (const p of policies) put(["resource_policy"], p.id, { matchValue: p.name, groups: null });
-  for (const h of webhooks) put(["webhook"], h.id, { matchValue: null, groups: null });
-  for (const c of integrations) put(["cloud_integration"], c.id, { matchValue: c.name, groups: c.stack.authzGroups });
-  const scoped: [string, readonly { id: string; workspace: { name: string; stack: { authzGroups: string[] } } }[]][] = [
-    ["approval_policy", approvalPolicies],
-    ["approval_request", requests],
-    ["virtual_key", keys],
-    ["connection", connections],
-  ];
-  for (const [family, rows] of scoped) {
-    for (const r of rows) put([family], r.id, { matchValue: r.workspace.name, groups: r.workspace.stack.authzGroups });
+  for (const r of rows) {
+    const resolved: Resolved = { matchValue: r.matchValue, groups: r.groups };
+    if (r.family === "stack") put(["stack", PARENT_KEY], r.id, resolved);
+    else if (r.family === "workspace") put(["workspace", ...WORKSPACE_SCOPED], r.id, resolved);
+    else put([r.family], r.id, resolved);
   }
   return out;
 }
@@ -308,6 +326,33 @@ async function grantSources(db: Database, orgId: string, userIds: readonly strin
   );
 }
 
+/** How each user holds its roles, kept beside the principals under the authz epoch (every table grantSources reads bumps it). */
+const KEPT_SOURCES = new EpochSlot<readonly SourceRow[]>();
+
+/** grantSources by user: the kept ones, and the rest in one round trip (kept for users that hold a role). */
+async function grantSourcesOf(db: Database, authz: SignedInAuthz, userIds: readonly string[]): Promise<Map<string, readonly SourceRow[]>> {
+  const { orgId } = authz.viewer;
+  const kept = authz.keptIn(KEPT_SOURCES);
+  const out = new Map<string, readonly SourceRow[]>();
+  const missing: string[] = [];
+  for (const id of userIds) {
+    const hit = kept?.rows.get(principalKey(orgId, id));
+    if (hit) out.set(id, hit);
+    else missing.push(id);
+  }
+  if (missing.length === 0) return out;
+  const loaded = new Map<string, SourceRow[]>();
+  for (const s of await grantSources(db, orgId, missing)) {
+    let rows = loaded.get(s.userId);
+    if (!rows) loaded.set(s.userId, (rows = []));
+    rows.push(s);
+  }
+  for (const [id, rows] of loaded) out.set(id, rows);
+  // A user with no role has no rows, and is not kept: ids of nobody fill no cache.
+  kept?.keep([...loaded].map(([id, rows]) => [principalKey(orgId, id), rows] as const));
+  return out;
+}
+
 const OWNER_SOURCE: GrantSource = {
   kind: "OWNER",
   roleId: null,
@@ -339,8 +384,18 @@ export async function checkPermissions(
     if (!result.allowed) throw new PermissionDeniedError({ resourceType: "member", action: "check", matchValue: null });
   }
 
+  // Three reads at once, none waiting on another: the resources named by id, the principals asked
+  // about and how each holds its roles (both kept across requests under the authz epoch).
+  const principalIds = [...new Set(parsed.map((c) => c.principalId))];
+  const others = principalIds.filter((id) => id !== viewer.userId);
+  const [resolved, loaded, sourcesOf] = await Promise.all([
+    resolveResources(db, viewer.orgId, parsed),
+    others.length ? authz.principalsOf(others) : Promise.resolve(new Map<string, LoadedPrincipal>()),
+    grantSourcesOf(db, authz, principalIds),
+  ]);
+  if (principalIds.includes(viewer.userId)) loaded.set(viewer.userId, caller);
+
   // Resources by id: in the caller's org, and readable by the caller (the object is authorized, not the path).
-  const resolved = await resolveResources(db, viewer.orgId, parsed);
   // The caller finds a resource it may read, or one it could itself act on as asked (the same
   // find the operation would make for the caller: a self-check of (stack, read_data) by id).
   for (const c of parsed) {
@@ -375,16 +430,6 @@ export async function checkPermissions(
     }
     c.target = target;
   }
-
-  const principalIds = [...new Set(parsed.map((c) => c.principalId))];
-  const others = principalIds.filter((id) => id !== viewer.userId);
-  const [loaded, sources] = await Promise.all([
-    others.length ? loadPrincipals(db.sql, viewer.orgId, others) : Promise.resolve(new Map<string, LoadedPrincipal>()),
-    grantSources(db, viewer.orgId, principalIds),
-  ]);
-  if (principalIds.includes(viewer.userId)) loaded.set(viewer.userId, caller);
-  const sourcesOf = new Map<string, SourceRow[]>();
-  for (const s of sources) sourcesOf.set(s.userId, [...(sourcesOf.get(s.userId) ?? []), s]);
 
   return parsed.map((c): PermissionCheckAnswer => {
     const base = { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId };

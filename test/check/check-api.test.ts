@@ -209,6 +209,43 @@ describe("batching", () => {
     expect(many).toBe(few);
   });
 
+  it("a runner's repeated question costs one statement beside its token's: the principal asked about and its reasons are kept under the authz epoch", async () => {
+    const o = await createOrg(t.db);
+    const runner = await addMember(t.db, o.orgId, { grants: [{ resourceType: "member", action: "check" }, { resourceType: "*", action: "read" }] });
+    const m = await addMember(t.db, o.orgId, { role: "stack-triggerer" });
+    const stack = await t.db.prisma.stack.create({ data: { orgId: o.orgId, name: "api" } });
+    const question = [{ principalId: m.userId, resourceType: "stack", action: "deploy", resourceId: stack.id }];
+    await answers(runner.token, question);
+    const before = t.db.statementCount();
+    const r = await answers(runner.token, question);
+    expect(r[0]).toMatchObject({ allowed: true, decision: "GRANTED", via: [{ kind: "DIRECT", roleKey: "stack-triggerer" }] });
+    // The token (with the epoch) and the stack by id: nothing about the principal is read again.
+    expect(t.db.statementCount() - before).toBe(2);
+  });
+
+  it("what is kept answers a change at once: a role, an SSO binding and a deactivation, each seen by the next check", async () => {
+    const o = await createOrg(t.db);
+    const runner = await addMember(t.db, o.orgId, { grants: [{ resourceType: "member", action: "check" }, { resourceType: "*", action: "read" }] });
+    const m = await addMember(t.db, o.orgId, { role: "stack-reader" });
+    const stack = await t.db.prisma.stack.create({ data: { orgId: o.orgId, name: "api" } });
+    const ask = async () => (await answers(runner.token, [{ principalId: m.userId, resourceType: "stack", action: "deploy", resourceId: stack.id }]))[0];
+    expect(await ask()).toMatchObject({ allowed: false, decision: "NO_GRANT" });
+    expect(await ask()).toMatchObject({ allowed: false, decision: "NO_GRANT" });
+
+    await t.db.prisma.roleAssignment.updateMany({ where: { orgId: o.orgId, userId: m.userId }, data: { roleId: systemRoleId("stack-triggerer") } });
+    expect(await ask()).toMatchObject({ allowed: true, decision: "GRANTED", via: [{ kind: "DIRECT", roleKey: "stack-triggerer" }] });
+
+    const source = await t.db.prisma.identitySource.create({ data: { orgId: o.orgId, name: "okta" } });
+    await t.db.prisma.identityGroupBinding.create({
+      data: { orgId: o.orgId, identitySourceId: source.id, groupKey: "sre", roles: { create: [{ roleId: systemRoleId("stack-triggerer") }] } },
+    });
+    await t.db.prisma.userIdentityGroup.create({ data: { identitySourceId: source.id, userId: m.userId, groupKey: "sre" } });
+    expect((await ask()).via.map((v: { kind: string }) => v.kind).sort()).toEqual(["DIRECT", "SSO_BINDING"]);
+
+    await t.db.prisma.membership.updateMany({ where: { orgId: o.orgId, userId: m.userId }, data: { deactivatedAt: new Date() } });
+    expect(await ask()).toMatchObject({ allowed: false, decision: "NOT_A_MEMBER", via: [] });
+  });
+
   it(`over ${MAX_PERMISSION_CHECKS} checks is a ValidationError on checks, and nothing is answered`, async () => {
     const checks = Array.from({ length: MAX_PERMISSION_CHECKS + 1 }, () => ({ resourceType: "stack", action: "read" }));
     const r = await check(org.adminToken, checks);

@@ -29,8 +29,9 @@ import {
   targetedPlanPicker,
 } from "../../services/plans.js";
 import { ChangeActionEnum, GateStatusRef, PlanStatusEnum } from "./gate.js";
-import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, notFoundAsNull, deps, loadUser, SIGNED_IN } from "../helpers.js";
+import { inReadableWorkspace } from "./workspace.js";
+import { ERRORS, notFoundAsNull, deps, loadUser, SIGNED_IN, userNamed } from "../helpers.js";
+import { UserRef } from "./organization.js";
 import type { Context } from "../context.js";
 import type { PlanOriginKind } from "../../generated/prisma/client.js";
 import { clean } from "./input.js";
@@ -50,7 +51,7 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
     "marked with who withdrew it and when, and counts for nothing.",
   fields: (t) => ({
     id: t.exposeID("id"),
-    user: t.relation("user"),
+    user: t.field({ type: UserRef, resolve: (a, _args, ctx) => userNamed(ctx, a.userId) }),
     approvedAt: t.expose("createdAt", { type: "DateTime" }),
     comment: t.exposeString("comment", { nullable: true, description: "What the approver said with it (at most 2,000 characters)." }),
     withdrawnAt: t.expose("withdrawnAt", {
@@ -58,7 +59,12 @@ export const PlanApprovalRef = builder.prismaObject("Approval", {
       nullable: true,
       description: "When the approver withdrew it; a withdrawn approval is kept and counts for nothing.",
     }),
-    withdrawnBy: t.relation("withdrawnBy", { nullable: true, description: "Who withdrew it (the approver themselves)." }),
+    withdrawnBy: t.field({
+      type: UserRef,
+      nullable: true,
+      description: "Who withdrew it (the approver themselves).",
+      resolve: (a, _args, ctx) => userNamed(ctx, a.withdrawnById),
+    }),
   }),
 });
 
@@ -168,7 +174,6 @@ export const PlanRef = builder.prismaObject("Plan", {
   description:
     "A Terraform plan on a workspace, with its resource changes and approvals. Never deleted. Read as part of its " +
     "workspace: needs (workspace, read) there.",
-  include: IN_WORKSPACE_RULE_INPUTS,
   runScopesOnType: true,
   authScopes: inReadableWorkspace,
   fields: (t) => ({
@@ -177,7 +182,7 @@ export const PlanRef = builder.prismaObject("Plan", {
     status: t.field({ type: PlanStatusEnum, resolve: (p) => p.status }),
     targeted: t.exposeBoolean("targeted"),
     targets: t.exposeStringList("targets"),
-    submittedBy: t.relation("submittedBy"),
+    submittedBy: t.field({ type: UserRef, resolve: (p, _args, ctx) => userNamed(ctx, p.submittedById) }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     discardReason: t.exposeString("discardReason", {
@@ -266,7 +271,7 @@ export const PlanRef = builder.prismaObject("Plan", {
 /** A plan a mutation wrote, read back with what the Plan type's rule needs. */
 async function planRow(ctx: Context, written: Promise<{ id: string }>) {
   const { id } = await written;
-  return ctx.db.prisma.plan.findUniqueOrThrow({ where: { id }, include: IN_WORKSPACE_RULE_INPUTS });
+  return ctx.db.prisma.plan.findUniqueOrThrow({ where: { id } });
 }
 
 // ── The targeted plan picker ──────────────────────────────────────────────────────────

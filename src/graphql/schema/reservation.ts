@@ -4,8 +4,9 @@
 import { builder } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import { HolderKindEnum } from "./gate.js";
-import { IN_WORKSPACE_RULE_INPUTS, inReadableWorkspace } from "./workspace.js";
-import { ERRORS, deps, loadUser, SIGNED_IN } from "../helpers.js";
+import { inReadableWorkspace } from "./workspace.js";
+import { ERRORS, deps, loadUser, SIGNED_IN, userNamed } from "../helpers.js";
+import { UserRef } from "./organization.js";
 import { clean } from "./input.js";
 import {
   activeReservationsOfRole,
@@ -20,19 +21,23 @@ export const ReservationRef = builder.prismaObject("Reservation", {
     "A standing claim that every apply on a workspace needs a particular approval: a person's own, or one from any " +
     "current member of a role. Never expires; released rows keep who released them and when. Not a Terraform state lock. " +
     "Read as part of its workspace: needs (workspace, read) there.",
-  include: IN_WORKSPACE_RULE_INPUTS,
   runScopesOnType: true,
   authScopes: inReadableWorkspace,
   fields: (t) => ({
     id: t.exposeID("id"),
     workspace: t.relation("workspace"),
     holderKind: t.field({ type: HolderKindEnum, resolve: (r) => (r.holderUserId ? "user" : "role") }),
-    holderUser: t.relation("holderUser", { nullable: true, description: "The person it is held by (a personal reservation)." }),
+    holderUser: t.field({
+      type: UserRef,
+      nullable: true,
+      description: "The person it is held by (a personal reservation).",
+      resolve: (r, _args, ctx) => userNamed(ctx, r.holderUserId),
+    }),
     holderRole: t.relation("holderRole", { nullable: true, description: "The role it is held by." }),
-    placedBy: t.relation("placedBy"),
+    placedBy: t.field({ type: UserRef, resolve: (r, _args, ctx) => userNamed(ctx, r.placedById) }),
     placedAt: t.expose("placedAt", { type: "DateTime" }),
     active: t.boolean({ resolve: (r) => r.releasedAt === null }),
-    releasedBy: t.relation("releasedBy", { nullable: true }),
+    releasedBy: t.field({ type: UserRef, nullable: true, resolve: (r, _args, ctx) => userNamed(ctx, r.releasedById) }),
     releasedAt: t.expose("releasedAt", { type: "DateTime", nullable: true }),
     releaseReason: t.exposeString("releaseReason", {
       nullable: true,
@@ -49,7 +54,7 @@ export const ReservationRef = builder.prismaObject("Reservation", {
 /** A reservation a mutation wrote, read back with what the Reservation type's rule needs. */
 async function reservationRow(ctx: Parameters<typeof deps>[0], written: Promise<{ id: string }>) {
   const { id } = await written;
-  return ctx.db.prisma.reservation.findUniqueOrThrow({ where: { id }, include: IN_WORKSPACE_RULE_INPUTS });
+  return ctx.db.prisma.reservation.findUniqueOrThrow({ where: { id } });
 }
 
 builder.queryFields((t) => ({

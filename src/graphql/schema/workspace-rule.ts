@@ -28,9 +28,21 @@ export function ruleWorkspace(ctx: Context, id: string): Promise<RuleWorkspace |
   return ruleWorkspaces.of(ctx).load(id);
 }
 
-type Family = "approval_policy" | "approval_request" | "virtual_key" | "connection" | "gateway_policy" | "hold_authority";
+/**
+ * A workspace row this request has read with its stack's groups (the Workspace type's own row):
+ * the rules of what is read as part of it (its plans, its reservations) take it from here, with
+ * no statement of their own. A row already there stays.
+ */
+export function knownRuleWorkspace(ctx: Context, w: RuleWorkspace): void {
+  ruleWorkspaces.of(ctx).prime(w.id, w);
+}
 
-/** The read rule of an object of a workspace-scoped family: (family, read) on its workspace. */
+type Family = "workspace" | "approval_policy" | "approval_request" | "virtual_key" | "connection" | "gateway_policy" | "hold_authority";
+
+/**
+ * The read rule of an object read as part of its workspace: (family, read) on that workspace —
+ * (workspace, read) for a plan or a reservation, the family's own read for the workspace-scoped families.
+ */
 export async function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): Promise<boolean> {
   if (wroteIt(ctx, o)) return true;
   if (!ctx.viewer || o.orgId !== ctx.viewer.orgId) return false;

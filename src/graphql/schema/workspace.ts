@@ -7,6 +7,7 @@ import DataLoader from "dataloader";
 import { queryFromInfo } from "@pothos/plugin-prisma";
 import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
+import { knownRuleWorkspace, readableInWorkspace } from "./workspace-rule.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { type Context, signedIn } from "../context.js";
 import { perRequest } from "../request-loaders.js";
@@ -46,11 +47,13 @@ function reservationOptionsOf(ctx: Context, workspace: ReservableWorkspace) {
 type WorkspaceRow = Workspace & { stack: { authzGroups: string[] } };
 export const WORKSPACE_RULE_INPUTS = { stack: { select: { authzGroups: true } } } as const;
 
-/** For objects read as part of their workspace (plans, reservations): what (workspace, read) needs. */
-export const IN_WORKSPACE_RULE_INPUTS = { workspace: { select: { name: true, stack: { select: { authzGroups: true } } } } } as const;
-type InWorkspace = { orgId: string; workspace: { name: string; stack: { authzGroups: string[] } } };
-/** The read rule of a plan or a reservation: the caller may read its workspace. */
-export const inReadableWorkspace = (o: InWorkspace, ctx: Context) => readable(ctx, o, o.orgId, workspaceFamilyTarget(o.workspace, "workspace", "read"));
+/**
+ * The read rule of a plan or a reservation: the caller may read its workspace, read with the
+ * request's other rule workspaces in one batch (ruleWorkspace), or taken from the Workspace row
+ * the plan or reservation was reached through (knownRuleWorkspace): a list of workspaces with their
+ * plans and reservations reads no workspace twice.
+ */
+export const inReadableWorkspace = (o: { orgId: string; workspaceId: string }, ctx: Context) => readableInWorkspace(ctx, o, "workspace");
 
 /** A workspace a mutation wrote, read back with what the Workspace type's rule needs. */
 export async function workspaceRow(ctx: Context, written: Promise<{ id: string }>): Promise<WorkspaceRow> {
@@ -66,7 +69,10 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
   // What the read rule needs, loaded with the workspace itself (no query of its own).
   include: WORKSPACE_RULE_INPUTS,
   runScopesOnType: true,
-  authScopes: (w, ctx) => readable(ctx, w, w.orgId, workspaceFamilyTarget(w, "workspace", "read")),
+  authScopes: (w, ctx) => {
+    knownRuleWorkspace(ctx, w);
+    return readable(ctx, w, w.orgId, workspaceFamilyTarget(w, "workspace", "read"));
+  },
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
