@@ -22,6 +22,13 @@ const NOT_RELATIONS: Record<string, string> = {
   "GatewayExecution.approvalId": "the gateway's approval id, written by the gateway on its own path",
   "GatewayExecution.invocationId": "an MCP invocation, not a row",
   "WebhookDelivery.eventId": "an event's id (X-Countersign-Event-Id), not a row",
+  "HcpRunTaskRequest.taskResultId": "HCP Terraform's task result id (taskrs-…), not a row",
+  "HcpRunTaskRequest.runId": "HCP Terraform's run id (run-…), not a row",
+  "HcpRunTaskRequest.hcpWorkspaceId": "HCP Terraform's workspace id (ws-…), not a row",
+  "GithubIntegration.appId": "the GitHub App's id, not a row",
+  "GithubProtectionRequest.deliveryId": "GitHub's delivery id (X-GitHub-Delivery), not a row",
+  "GithubProtectionRequest.installationId": "the GitHub App installation's id, not a row",
+  "GithubProtectionRequest.runId": "a GitHub Actions run id, not a row",
 };
 
 const models = Object.entries(getDatamodel().datamodel.models);
