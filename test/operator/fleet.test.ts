@@ -26,6 +26,7 @@ import { TEST_DATABASE_URL } from "../helpers/env.js";
 import { addMember, createOrg } from "../helpers/fixtures.js";
 import { newSchemaName } from "../helpers/harness.js";
 import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
+import { currentBundle } from "../../scripts/bundle.mjs";
 import { freePort, sleep, startRedis, until, type PrivateRedis } from "../faults/harness.js";
 import { APPROVAL_SECRET, APPROVE_PLAN, SERVICE_TOKEN, seedWorld, SUBMIT, VOTE, type FaultWorld } from "../faults/world.js";
 
@@ -40,9 +41,13 @@ const tracingAvailable = existsSync(path.join(ROOT, "src/infra/tracing.ts"));
 // meanwhile); counted per node, none of it would be.
 const RPS = 5;
 const BURST = 40;
-// The unready period: HAProxy's checks (inter 1s, fastinter 500ms, fall 2, each up to 2 s) take
-// a node out within about 1.5 s of SIGTERM, 4 s at worst; the node stops accepting only after this.
-const UNREADY_MS = 4_000;
+// HAProxy checks every 250 ms here (COUNTERSIGN_LB_CHECK_INTER; production's default is 1 s):
+// a node is out 2 failed checks after SIGTERM, about 0.5 s, 2.5 s at worst (a check that started
+// just before may take its whole `timeout check 2s`), back after 2 passing ones. The unready period
+// keeps fall x inter + timeout check below it, as deploy/haproxy.cfg asks; the node stops
+// accepting only after it.
+const CHECK_INTER = "250ms";
+const UNREADY_MS = 3_000;
 
 const VIEWER = `query Viewer { viewer { id } }`;
 const GATE = `query Gate($planId: ID!) { gate(planId: $planId) { passed evaluation { approvalsCounted } } }`;
@@ -171,8 +176,9 @@ const allUp = () =>
   }, 30_000, "both API nodes UP in HAProxy");
 
 beforeAll(async () => {
-  redis = await startRedis();
-  upstream = await startUpstream();
+  // The server's bundle, built once here: the API nodes (scripts/start.mjs) then load it instead
+  // of each building it at once on a cold cache, and every restart below loads the same file.
+  [redis, upstream] = await Promise.all([startRedis(), startUpstream(), currentBundle()]);
   const tracing = tracingAvailable ? await startTraceReceiver(upstream.url) : null;
   const [lbPort, stats, api1, api2] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   lb = `http://127.0.0.1:${lbPort}`;
@@ -215,6 +221,7 @@ beforeAll(async () => {
       COUNTERSIGN_LB_STATS: `127.0.0.1:${statsPort}`,
       COUNTERSIGN_API_1: `127.0.0.1:${api1}`,
       COUNTERSIGN_API_2: `127.0.0.1:${api2}`,
+      COUNTERSIGN_LB_CHECK_INTER: CHECK_INTER,
       ...(process.env.FLEET_PHASES ? { COUNTERSIGN_LB_LOG_LEVEL: "info" } : {}),
     }),
   ]);
