@@ -26,6 +26,7 @@ import { TEST_DATABASE_URL } from "../helpers/env.js";
 import { addMember, createOrg } from "../helpers/fixtures.js";
 import { newSchemaName } from "../helpers/harness.js";
 import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
+// @ts-expect-error: a plain ES module script without types
 import { currentBundle } from "../../scripts/bundle.mjs";
 import { freePort, sleep, startRedis, until, type PrivateRedis } from "../faults/harness.js";
 import { APPROVAL_SECRET, APPROVE_PLAN, SERVICE_TOKEN, seedWorld, SUBMIT, VOTE, type FaultWorld } from "../faults/world.js";
