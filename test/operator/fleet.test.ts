@@ -183,6 +183,7 @@ beforeAll(async () => {
   const tracing = tracingAvailable ? await startTraceReceiver(upstream.url) : null;
   const [lbPort, stats, api1, api2] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   lb = `http://127.0.0.1:${lbPort}`;
+  phase(`balancer at ${lb}, API nodes at ${api1} and ${api2}`);
   statsPort = stats!;
   apiPorts.push(api1!, api2!);
   const common = {
