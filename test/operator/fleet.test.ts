@@ -360,6 +360,17 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     expect(opened).toEqual(["MutationCreatePersonalOrganizationSuccess", "MutationCreatePersonalOrganizationSuccess", "LimitExceededError", "LimitExceededError"]);
   });
 
+  it("HAProxy keeps no idle connection to a node (one per request), so none can meet the node's own idle timeout with a request on it", async () => {
+    // On a reused idle connection a request could arrive just as the node's 5 s idle timeout
+    // resets it; HAProxy then closes the client's connection unanswered (docs/operations.md,
+    // Keep-alive). Six at once, so that with pooling each node would keep some.
+    const m = await addMember(w.db, w.orgId, { role: "admin" });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => gql(m.token, VIEWER)));
+    expect(answers.map((a) => a.status)).toEqual(Array(6).fill(200));
+    const servers = (await haproxyStats(statsPort)).filter((r) => r.pxname === "api" && /^api\d$/.test(r.svname!));
+    expect(servers.map((s) => `${s.svname} idle ${Number(s.idle_conn_cur) + Number(s.safe_conn_cur)}`)).toEqual(["api1 idle 0", "api2 idle 0"]);
+  });
+
   it("a rolling restart of both API nodes and the worker node under load fails no request, retries nothing, strands no lease, and every subscriber ends on the final gate state", async () => {
     const statsBefore = (await haproxyStats(statsPort)).find((r) => r.pxname === "api" && r.svname === "BACKEND")!;
     // A plan waiting for three approvals, watched by three people.
