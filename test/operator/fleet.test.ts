@@ -7,10 +7,11 @@
 //
 // It proves: one token's rate limit, one virtual key's gateway limit and one person's
 // personal-organization creation hold across both nodes; a rolling restart (each API node
-// SIGTERMed, restarted and back in rotation, then the worker node) under a steady stream of
-// requests, held calls executed on a real MCP upstream and open graphql-ws subscriptions fails no
-// request, retries nothing in HAProxy (the drain alone makes it clean), strands no lease, and
-// leaves every subscriber on the gate's final state.
+// SIGTERMed, restarted and back in rotation, then the worker node, replaced by one started
+// beside it) under a steady stream of requests, held calls executed on a real MCP upstream and
+// open graphql-ws subscriptions fails no request, retries nothing in HAProxy (the drain alone
+// makes it clean), strands no lease, and leaves every subscriber on the gate's final state; and
+// HAProxy keeps no idle connection to a node for a request to race the node's idle timeout on.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
@@ -446,8 +447,13 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     };
 
     await sleep(1_000);
+    let replacement: Promise<Node> | undefined;
     for (const [i, node] of api.entries()) {
       await approve(w.approverTokens[i]!);
+      // The new worker node starts beside the old one while the last API node restarts (more
+      // than one worker is safe: one consumer group, leased deliveries), so its start, the
+      // slowest of all, adds nothing to the restart; the old one is SIGTERMed once it runs.
+      if (i === api.length - 1) replacement = startWorkerNode(workerEnv);
       // The deploy: SIGTERM, the node drains and exits 0; the new one starts, HAProxy takes it back.
       phase(`${node.name} SIGTERM`);
       expect(await node.terminate(), node.output().slice(-2000)).toBe(0);
@@ -457,10 +463,11 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
       phase("all up");
     }
     await approve(w.approverTokens[2]!);
+    const next = await replacement!;
     phase("worker SIGTERM");
     expect(await worker.terminate(), worker.output().slice(-2000)).toBe(0);
     phase("worker exited");
-    worker = await startWorkerNode(workerEnv);
+    worker = next;
     await sleep(1_000);
     running = false;
     await Promise.all([...stream, heldCalls]);
