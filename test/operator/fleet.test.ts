@@ -14,7 +14,7 @@
 // HAProxy keeps no idle connection to a node for a request to race the node's idle timeout on.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,8 +34,6 @@ import { APPROVAL_SECRET, APPROVE_PLAN, SERVICE_TOKEN, seedWorld, SUBMIT, VOTE, 
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HAPROXY_CFG = path.join(ROOT, "deploy/haproxy.cfg");
-/** Tracing is built beside this test; its part runs once the product has it. */
-const tracingAvailable = existsSync(path.join(ROOT, "src/infra/tracing.ts"));
 
 // The limits every node runs with: one token may send 5 a second in bursts of 40, a virtual key
 // the same at the gateway, a person may open 2 personal organizations at once and 1 an hour.
@@ -181,7 +179,7 @@ beforeAll(async () => {
   // The server's bundle, built once here: the API nodes (scripts/start.mjs) then load it instead
   // of each building it at once on a cold cache, and every restart below loads the same file.
   [redis, upstream] = await Promise.all([startRedis(), startUpstream(), currentBundle()]);
-  const tracing = tracingAvailable ? await startTraceReceiver(upstream.url) : null;
+  const tracing = await startTraceReceiver(upstream.url);
   const [lbPort, stats, api1, api2] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   lb = `http://127.0.0.1:${lbPort}`;
   phase(`balancer at ${lb}, API nodes at ${api1} and ${api2}`);
@@ -193,7 +191,9 @@ beforeAll(async () => {
     REDIS_URL: redis.url,
     COUNTERSIGN_APPROVAL_SECRET: APPROVAL_SECRET,
     COUNTERSIGN_GATEWAY_SERVICE_TOKEN: SERVICE_TOKEN,
-    ...(tracing ? { OTEL_EXPORTER_OTLP_ENDPOINT: tracing.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "200" } : {}),
+    OTEL_EXPORTER_OTLP_ENDPOINT: tracing.endpoint,
+    OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+    OTEL_BSP_SCHEDULE_DELAY: "200",
   };
   nodeEnv = {
     ...common,
@@ -234,7 +234,7 @@ beforeAll(async () => {
   haproxy = proxy;
   // The workspace's connection runs its tools on the real upstream MCP server (through the
   // recording hop when traces are collected).
-  await w.db.prisma.connection.updateMany({ where: { workspaceId: w.workspaceId }, data: { url: tracing?.upstreamUrl ?? upstream.url } });
+  await w.db.prisma.connection.updateMany({ where: { workspaceId: w.workspaceId }, data: { url: tracing.upstreamUrl } });
   await allUp();
 }, 120_000);
 
@@ -515,9 +515,8 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     }
   }, 150_000);
 
-  it.skipIf(!tracingAvailable)("an approval's trace holds its operation span and its database spans under one trace id; a held call's execution reaches the upstream with a traceparent", async () => {
-    // Enabled once src/infra/tracing.ts lands: the nodes then export to the receiver below
-    // (started in beforeAll when tracing is available, see startTraceReceiver).
+  it("an approval's trace holds its operation span and its database spans under one trace id; a held call's execution reaches the upstream with a traceparent", async () => {
+    // Every node exports to the receiver below (started in beforeAll, see startTraceReceiver).
     const spans = receiver!.spans;
     const submitted = await gql(w.runnerToken, SUBMIT, { input: { workspaceId: w.workspaceId, changes: [{ address: "aws_s3_bucket.traced", action: "CREATE" }] } });
     const planId = submitted.body.data.submitPlan.data.id as string;
@@ -544,7 +543,7 @@ let receiver: { spans(): OtlpSpan[]; upstreamTraceparents: string[]; close(): Pr
 
 /**
  * An OTLP/HTTP receiver (JSON encoding: POST /v1/traces) and a recording hop in front of the
- * upstream that keeps each request's traceparent. Called from beforeAll when tracing exists.
+ * upstream that keeps each request's traceparent. Called from beforeAll.
  */
 async function startTraceReceiver(upstreamUrl: string): Promise<{ endpoint: string; upstreamUrl: string; close(): Promise<void> }> {
   const spans: OtlpSpan[] = [];
