@@ -115,15 +115,16 @@ const MapInput = z.object({
 /**
  * Maps a repository's environment to a workspace: its deployments wait for that workspace's
  * gate. (webhook, update), and the workspace must be one the caller may read. Mapping the same
- * environment again moves it to the new workspace.
+ * environment again moves it to the new workspace. The workspace is looked up within the
+ * caller's organization before any permission is checked, so another organization's workspace
+ * reads exactly like one that does not exist.
  */
 export async function mapGithubEnvironment({ db, authz }: Pick<GithubDeps, "db" | "authz">, raw: unknown) {
   const input = parseInput(MapInput, raw);
-  await authz.requireMember();
-  const integration = await db.prisma.githubIntegration.findUnique({ where: { orgId: authz.viewer.orgId } });
-  await authz.require(webhookTarget("update"));
-  if (!integration) throw new InvalidStateError("GithubIntegration", "unconfigured", "Configure the GitHub App (configureGithubIntegration) before mapping environments.");
   const workspace = await findReadableWorkspace(db, authz, input.workspaceId);
+  await authz.require(webhookTarget("update"));
+  const integration = await db.prisma.githubIntegration.findUnique({ where: { orgId: authz.viewer.orgId } });
+  if (!integration) throw new InvalidStateError("GithubIntegration", "unconfigured", "Configure the GitHub App (configureGithubIntegration) before mapping environments.");
   const repository = input.repository.toLowerCase();
   return db.prisma.githubEnvironmentMapping.upsert({
     where: { integrationId_repository_environment: { integrationId: integration.id, repository, environment: input.environment } },

@@ -130,14 +130,16 @@ const MappingInput = z.object({
 /**
  * Maps an HCP workspace (name or ws-… id) to a Countersign workspace. Needs (webhook, update) and
  * (workspace, plan) on that workspace: whoever routes plans into a workspace could submit them.
+ * The workspace is looked up within the caller's organization before any permission is checked,
+ * so another organization's workspace reads exactly like one that does not exist.
  */
 export async function addHcpWorkspaceMapping({ db, authz }: Pick<HcpDeps, "db" | "authz">, raw: unknown) {
   const input = parseInput(MappingInput, raw);
+  const workspace = await findWorkspaceFor(db, authz, input.workspaceId, "plan");
   await authz.require(webhookTarget("update"));
   const viewer = authz.viewer;
   const runTask = await db.prisma.hcpRunTask.findUnique({ where: { orgId: viewer.orgId } });
   if (!runTask) throw new NotFoundError(ENTITY, "of this organization");
-  const workspace = await findWorkspaceFor(db, authz, input.workspaceId, "plan");
   const count = await db.prisma.hcpWorkspaceMapping.count({ where: { runTaskId: runTask.id } });
   if (count >= MAX_HCP_MAPPINGS) throw ValidationError.field("input", "too_many", `A run task has at most ${MAX_HCP_MAPPINGS} workspace mappings.`);
   const existing = await db.prisma.hcpWorkspaceMapping.findFirst({ where: { runTaskId: runTask.id, hcpOrganization: input.hcpOrganization, hcpWorkspace: input.hcpWorkspace } });
@@ -147,11 +149,12 @@ export async function addHcpWorkspaceMapping({ db, authz }: Pick<HcpDeps, "db" |
   });
 }
 
-/** Needs (webhook, update). A mapping of another organization reads as unknown. */
+/** Needs (webhook, update). A mapping of another organization reads as unknown: looked up before the permission is checked. */
 export async function removeHcpWorkspaceMapping({ db, authz }: Pick<HcpDeps, "db" | "authz">, id: string) {
-  await authz.require(webhookTarget("update"));
+  await authz.requireMember();
   const found = await db.prisma.hcpWorkspaceMapping.findFirst({ where: { id, orgId: authz.viewer.orgId } });
   if (!found) throw new NotFoundError("HcpWorkspaceMapping", id);
+  await authz.require(webhookTarget("update"));
   await db.prisma.hcpWorkspaceMapping.delete({ where: { id: found.id } });
   return found;
 }

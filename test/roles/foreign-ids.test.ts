@@ -29,7 +29,7 @@ const schema = buildSchema(readFileSync(new URL("../../schema.graphql", import.m
 type Kind =
   | "role" | "user" | "workspace" | "stack" | "source" | "binding" | "policy" | "plan" | "reservation"
   | "token" | "approvalPolicy" | "connection" | "virtualKey" | "approvalRequest" | "webhook" | "webhookDelivery"
-  | "prPreview" | "cloudIntegration" | "slackUserLink";
+  | "prPreview" | "cloudIntegration" | "slackUserLink" | "hcpWorkspaceMapping" | "githubEnvironmentMapping";
 
 /** Which of our objects an ID argument names: by argument name, and for `id` by the mutation's noun. */
 function kindOf(mutation: string, leaf: string): Kind {
@@ -47,6 +47,7 @@ function kindOf(mutation: string, leaf: string): Kind {
     [/IdentitySource$/, "source"], [/ResourcePolicy$/, "policy"], [/Role$/, "role"], [/Stack$/, "stack"],
     [/ToolConnection$/, "connection"], [/Reservation$/, "reservation"], [/ApiToken$/, "token"], [/VirtualKey$/, "virtualKey"],
     [/Webhook$/, "webhook"], [/PrPreview$/, "prPreview"], [/CloudIntegration$/, "cloudIntegration"], [/SlackUser$/, "slackUserLink"],
+    [/HcpWorkspaceMapping$/, "hcpWorkspaceMapping"], [/GithubEnvironment$/, "githubEnvironmentMapping"],
   ];
   const hit = nouns.find(([re]) => re.test(mutation));
   if (!hit) throw new Error(`${mutation}: no object kind for its id; add one`);
@@ -108,6 +109,7 @@ const OVERRIDES: Record<string, (vars: any, ids: Record<Kind, string>) => void> 
   submitPlan: (vars) => void (vars.input.changes = [{ address: "aws_db_instance.main", action: "DELETE" }]),
   createCloudIntegration: (vars) => void (vars.input.identity = "arn:aws:iam::123456789012:role/deployer"),
   requestPrPreview: (vars) => void (vars.input.commitSha = "abcdef1"),
+  mapGithubEnvironment: (vars) => void (vars.input.repository = "acme/infra"),
   createApprovalPolicy: (vars, ids) =>
     void (vars.input.rules = [{ id: "r1", effect: "ALLOW", environments: ["*"], tools: ["*"], userIds: [ids.user], roleIds: [ids.role] }]),
 };
@@ -155,7 +157,18 @@ beforeAll(async () => {
   });
   const slack = await t.db.prisma.slackIntegration.create({ data: { orgId: ours.orgId, slackTeam: "T0OURS", signingSecretSealed: "sealed", configuredById: ours.adminId } });
   const slackUserLink = await t.db.prisma.slackUserLink.create({ data: { orgId: ours.orgId, integrationId: slack.id, slackTeam: "T0OURS", slackUser: "U0OURS", userId: member.userId } });
+  const hcpRunTask = await t.db.prisma.hcpRunTask.create({ data: { orgId: ours.orgId, hmacKeySealed: "sealed", configuredById: ours.adminId } });
+  const hcpWorkspaceMapping = await t.db.prisma.hcpWorkspaceMapping.create({
+    data: { orgId: ours.orgId, runTaskId: hcpRunTask.id, hcpOrganization: "ours-hcp", hcpWorkspace: "ours-hcp-ws", workspaceId: ws.id, createdById: ours.adminId },
+  });
+  const github = await t.db.prisma.githubIntegration.create({
+    data: { orgId: ours.orgId, appId: "1", privateKeySealed: "sealed", webhookSecretSealed: "sealed", configuredById: ours.adminId },
+  });
+  const githubEnvironmentMapping = await t.db.prisma.githubEnvironmentMapping.create({
+    data: { orgId: ours.orgId, integrationId: github.id, repository: "ours/infra", environment: "ours-production", workspaceId: ws.id, createdById: ours.adminId },
+  });
   ids = {
+    hcpWorkspaceMapping: hcpWorkspaceMapping.id, githubEnvironmentMapping: githubEnvironmentMapping.id,
     prPreview: prPreview.id, cloudIntegration: cloudIntegration.id, slackUserLink: slackUserLink.id,
     role: custom.id, user: member.userId, workspace: ws.id, stack: stack.id, source: source.id, binding: binding.id, policy: policy.id,
     plan: plan.id, reservation: reservation.data?.id ?? reservation.id, token: token.id, approvalPolicy: approvalPolicy.id,
@@ -163,7 +176,7 @@ beforeAll(async () => {
     // No held call in this organization: an id of the right shape that names nothing anywhere.
     approvalRequest: `req_${randomBytes(8).toString("hex")}`,
   };
-  ourNames = [stack.name, ws.name, custom.name, member.name, source.name, "ours-approval", "ours-conn", "ours-key", "ours-cloud"];
+  ourNames = [stack.name, ws.name, custom.name, member.name, source.name, "ours-approval", "ours-conn", "ours-key", "ours-cloud", "ours-hcp", "ours/infra", "ours-production"];
   const theirs = await createOrg(t.db);
   outsider = await addMember(t.db, theirs.orgId); // a member of another organization, no role
 });
