@@ -160,11 +160,15 @@ export interface ServerProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** `tsx src/main.ts` with this environment, on a free port; resolves once /healthz answers. */
+/**
+ * `node --import tsx src/main.ts` with this environment, on a free port; resolves once /healthz
+ * answers. The server is the child itself (not under the tsx CLI, which runs it as a grandchild),
+ * so a signal sent to it, SIGKILL included, reaches the server and not only a wrapper.
+ */
 export async function startServer(env: Record<string, string>, port?: number): Promise<ServerProcess> {
   const p = port ?? (await freePort());
   let out = "";
-  const child = spawn(path.join(ROOT, "node_modules/.bin/tsx"), ["src/main.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: ROOT,
     // No unready period on SIGTERM unless a test asks (no balancer here to tell).
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: String(p), HOST: "127.0.0.1", LOG_LEVEL: "info", COUNTERSIGN_SEED_DEMO: "never", COUNTERSIGN_DRAIN_UNREADY_MS: "0", ...env },
