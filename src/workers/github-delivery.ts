@@ -28,7 +28,7 @@ import type { Database } from "../infra/db.js";
 import type { Logger } from "../infra/logger.js";
 import { decideWaitingRequests, GITHUB_KEY_SEAL } from "../services/github.js";
 import { createWorkerLoop } from "./loop.js";
-import { backoffMs } from "./webhook-delivery.js";
+import { settleDelivery, type DeliveryOutcome } from "./leased-delivery.js";
 
 export interface GithubWorker {
   /** One pass: decide what can be decided, then lease due answers and send them. */
@@ -54,12 +54,7 @@ interface Leased {
   privateKeySealed: string;
 }
 
-interface Outcome {
-  ok: boolean;
-  status: number | null;
-  error: string | null;
-  permanent: boolean;
-}
+type Outcome = DeliveryOutcome;
 
 type Answer = { status: number; body: string } | { status: null; error: string; permanent: boolean };
 
@@ -143,22 +138,7 @@ export function createGithubWorker(deps: { db: Database; config: Config; logger:
       `INSERT INTO github_callback_attempts (id, "requestId", attempt, state, "responseCode", error) VALUES (gen_random_uuid(), $1, $2, $3, $4, $5)`,
       [job.id, job.attempts, job.state, outcome.status, outcome.error],
     );
-    if (outcome.ok) {
-      await db.sql.query(
-        `UPDATE github_protection_requests SET status = 'delivered', "responseCode" = $3, "lastError" = NULL, "deliveredAt" = now(),
-                "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-          WHERE id = $1 AND fence = $2`,
-        [job.id, job.fence, outcome.status],
-      );
-      return;
-    }
-    const giveUp = outcome.permanent || job.attempts >= settings.maxAttempts;
-    await db.sql.query(
-      `UPDATE github_protection_requests SET status = $3, "responseCode" = $4, "lastError" = $5,
-              "nextRunAt" = now() + ($6::int * interval '1 millisecond'), "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-        WHERE id = $1 AND fence = $2`,
-      [job.id, job.fence, giveUp ? "failed" : "queued", outcome.status, outcome.error, giveUp ? 0 : backoffMs(job.attempts, settings.retryBaseMs)],
-    );
+    await settleDelivery(db, "github_protection_requests", job, outcome, settings);
   }
 
   /** An installation token for this answer, or why there is none. Held only by the caller's attempt. */

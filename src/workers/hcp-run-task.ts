@@ -24,7 +24,7 @@ import { evaluateLive, loadPlanHead } from "../services/gate.js";
 import { fetchPlanJson, HCP_HEARTBEAT_MS, memberAuthz, openAccessToken, patchTaskResult, type HttpOutcome } from "../services/hcp-run-task.js";
 import { submitPlan } from "../services/plans.js";
 import { createWorkerLoop } from "./loop.js";
-import { backoffMs } from "./webhook-delivery.js";
+import { backoffMs } from "./leased-delivery.js";
 
 export interface HcpRunTaskWorker {
   /** One pass: lease due requests and move each on. Returns how many were leased. */

@@ -30,6 +30,7 @@ import type { Webhook } from "../generated/prisma/client.js";
 import type { Logger } from "../infra/logger.js";
 import { inSpan, injectTraceContext, type SpanHandle } from "../infra/tracing.js";
 import { eventViewFor, eventWorkspaceReader, NO_OWNER_REASON, openWebhookSecret, webhookOwnerAuthz, type EventWorkspaceRead } from "../services/webhooks.js";
+import { settleDelivery, type DeliveryOutcome } from "./leased-delivery.js";
 import { createWorkerLoop } from "./loop.js";
 
 export interface WebhookWorker {
@@ -89,17 +90,7 @@ export function slackMessage(payload: Record<string, unknown>, interactive = fal
   return { text: summary, blocks };
 }
 
-export function backoffMs(attempt: number, baseMs: number): number {
-  return Math.min(baseMs * 2 ** Math.max(attempt - 1, 0), 3_600_000);
-}
-
-interface Outcome {
-  ok: boolean;
-  status: number | null;
-  error: string | null;
-  /** Retrying will not help (the address is refused, the secret cannot be opened). */
-  permanent: boolean;
-}
+type Outcome = DeliveryOutcome;
 
 async function post(url: URL, body: string, headers: Record<string, string>, timeoutMs: number, policy: OutboundPolicy): Promise<Outcome> {
   let lookup: Awaited<ReturnType<typeof outboundConnectOptions>>["lookup"];
@@ -213,22 +204,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
   }
 
   async function finish(job: Leased, outcome: Outcome): Promise<void> {
-    if (outcome.ok) {
-      await db.sql.query(
-        `UPDATE webhook_deliveries SET status = 'delivered', "responseCode" = $3, "lastError" = NULL, "deliveredAt" = now(),
-                "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-          WHERE id = $1 AND fence = $2`,
-        [job.id, job.fence, outcome.status],
-      );
-      return;
-    }
-    const giveUp = outcome.permanent || job.attempts >= settings.maxAttempts;
-    await db.sql.query(
-      `UPDATE webhook_deliveries SET status = $3, "responseCode" = $4, "lastError" = $5,
-              "nextRunAt" = now() + ($6::int * interval '1 millisecond'), "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
-        WHERE id = $1 AND fence = $2`,
-      [job.id, job.fence, giveUp ? "failed" : "queued", outcome.status, outcome.error, giveUp ? 0 : backoffMs(job.attempts, settings.retryBaseMs)],
-    );
+    await settleDelivery(db, "webhook_deliveries", job, outcome, settings);
   }
 
   async function deliver(job: Leased, reads: TickReads, span: SpanHandle | null): Promise<void> {
