@@ -10,24 +10,18 @@
 // with an installation access token that a JWT (RS256, iss = App id, at most ten minutes) buys
 // at `POST {api}/app/installations/{id}/access_tokens`.
 
-import { createHmac, createPrivateKey, createSign, timingSafeEqual, type KeyObject } from "node:crypto";
+import { createPrivateKey, createSign, type KeyObject } from "node:crypto";
 import { z } from "zod";
+import { sameSecret, sha256Signature } from "./signing.js";
 
 export const GITHUB_SIGNATURE_HEADER = "x-hub-signature-256";
 export const GITHUB_EVENT_HEADER = "x-github-event";
 export const GITHUB_DELIVERY_HEADER = "x-github-delivery";
 
-/** `sha256=<hex>` of the body under the webhook secret, as GitHub signs a delivery. */
-export function githubSignature(secret: string, body: Buffer | string): string {
-  return `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
-}
-
 /** Whether `header` is the body's signature under `secret` (compared in constant time). */
 export function verifyGithubSignature(secret: string, header: string | undefined, body: Buffer): boolean {
   if (!header || !/^sha256=[0-9a-f]{64}$/.test(header)) return false;
-  const expected = Buffer.from(githubSignature(secret, body), "utf8");
-  const given = Buffer.from(header, "utf8");
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return sameSecret(header, sha256Signature(secret, body));
 }
 
 /** owner/name as GitHub allows them (letters, digits, `-`, `_`, `.`). */

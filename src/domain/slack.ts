@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
+import { hmacHex, sameSecret } from "./signing.js";
 
 /**
  * Approving from Slack (docs/integrations.md), the pure part: the request signature Slack sends,
@@ -16,10 +16,7 @@ export const SLACK_TIMESTAMP_HEADER = "x-slack-request-timestamp";
 export const SLACK_MAX_SKEW_SECONDS = 5 * 60;
 
 export function slackSignature(signingSecret: string, timestamp: string, rawBody: Buffer | string): string {
-  const hmac = createHmac("sha256", signingSecret);
-  hmac.update(`v0:${timestamp}:`, "utf8");
-  hmac.update(rawBody);
-  return `v0=${hmac.digest("hex")}`;
+  return `v0=${hmacHex("sha256", signingSecret, `v0:${timestamp}:`, rawBody)}`;
 }
 
 export type SignatureVerdict =
@@ -37,10 +34,7 @@ export function verifySlackSignature(
   if (!signature || !timestamp) return { ok: false, reason: "missing_headers" };
   if (!/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: "bad_timestamp" };
   if (Math.abs(nowSeconds - Number(timestamp)) > SLACK_MAX_SKEW_SECONDS) return { ok: false, reason: "stale_timestamp" };
-  const expected = Buffer.from(slackSignature(signingSecret, timestamp, rawBody), "utf8");
-  const given = Buffer.from(signature, "utf8");
-  // timingSafeEqual needs equal lengths; a different length is simply not the signature.
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: "bad_signature" };
+  if (!sameSecret(signature, slackSignature(signingSecret, timestamp, rawBody))) return { ok: false, reason: "bad_signature" };
   return { ok: true };
 }
 

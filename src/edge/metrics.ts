@@ -9,12 +9,12 @@
 // longer than SCRAPE_READ_MS leaves its metric out of that scrape (up-gauges read 0, and
 // countersign_scrape_read_ok{read} is 0); it never fails the scrape.
 
-import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { Redis } from "ioredis";
 import type { LiveSockets } from "../auth/live-sockets.js";
 import { bearerFrom } from "../auth/tokens.js";
+import { sameSecret } from "../domain/signing.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
@@ -237,12 +237,8 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
     return name;
   };
 
-  const expected = config.metricsToken ? Buffer.from(config.metricsToken) : null;
-  const authorized = (req: IncomingMessage): boolean => {
-    if (!expected) return true;
-    const given = Buffer.from(bearerFrom(req.headers.authorization) ?? "");
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  };
+  const expected = config.metricsToken ?? null;
+  const authorized = (req: IncomingMessage): boolean => expected === null || sameSecret(bearerFrom(req.headers.authorization) ?? "", expected);
 
   return {
     registry,

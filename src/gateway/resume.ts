@@ -1,6 +1,6 @@
-import { timingSafeEqual } from "node:crypto";
 import { claimsMatch, verifyApprovalToken } from "./approval-token.js";
 import { argumentHash, CanonicalJsonError } from "../domain/canonical.js";
+import { sameSecret } from "../domain/signing.js";
 import type { GatewayDeps } from "./deps.js";
 import { notReadyHttp } from "./errors.js";
 import { decide, executeHeld, gateRequest, resolveTool } from "./execute.js";
@@ -11,16 +11,16 @@ import { bearer, digest } from "./respond.js";
 // the token, the pinned held record and the current key, connection and gate, then executes once.
 
 export async function resume(deps: GatewayDeps, input: { authorization: string | null | undefined; body: unknown }): Promise<GatewayResponse & { outcome: ResumeOutcome }> {
-  const { store, now, serviceTokenDigest, tokenOptions } = deps;
+  const { store, now, tokenOptions } = deps;
   const refuse = (status: number, error: string, extra: Record<string, unknown> = {}) => ({
     status,
     headers: {},
     body: { error, retryable: false, ...extra },
     outcome: { kind: "refused" as const, error },
   });
-  if (!serviceTokenDigest) return refuse(404, "resume_disabled");
-  const presented = bearer(input.authorization);
-  if (!presented || !timingSafeEqual(digest(presented), serviceTokenDigest)) return refuse(401, "service_unauthorized");
+  const service = authenticateService(deps, input);
+  if (service === "disabled") return refuse(404, "resume_disabled");
+  if (service === "unauthorized") return refuse(401, "service_unauthorized");
 
   const parsed = resumeBodySchema.safeParse(input.body);
   if (!parsed.success) return refuse(400, "invalid_request", { issues: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) });
@@ -116,5 +116,5 @@ export function authenticateService(deps: GatewayDeps, input: { authorization: s
   const { serviceTokenDigest } = deps;
   if (!serviceTokenDigest) return "disabled";
   const presented = bearer(input.authorization);
-  return presented && timingSafeEqual(digest(presented), serviceTokenDigest) ? "ok" : "unauthorized";
+  return presented && sameSecret(digest(presented), serviceTokenDigest) ? "ok" : "unauthorized";
 }

@@ -10,12 +10,13 @@
 // and answered 200 at once; the worker (src/workers/hcp-run-task.ts) fetches the plan JSON,
 // submits it, and reports the gate back to HCP.
 
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { z } from "zod";
 import { Authz, type SignedInAuthz } from "../authz/authz.js";
 import { seal, sealingKeyFor, unseal } from "../domain/seal.js";
+import { hmacHex, sameSecret } from "../domain/signing.js";
 import { networkFailure, OutboundAddressRefused, outboundConnectOptions } from "../gateway/outbound.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Config } from "../infra/config.js";
@@ -48,7 +49,7 @@ export interface HcpDeps {
   config: Config;
 }
 
-export const signRunTaskBody = (key: string, body: Buffer | string) => createHmac("sha512", key).update(body).digest("hex");
+export const signRunTaskBody = (key: string, body: Buffer | string) => hmacHex("sha512", key, body);
 
 /** The plaintext HMAC key of a run task row, or null when the configured key cannot open it. */
 export function openHmacKey(config: Config, sealed: string): string | null {
@@ -319,9 +320,7 @@ export function createHcpRunTaskReceiver(deps: { db: Database; config: Config; l
 }
 
 function signatureMatches(key: string, body: Buffer, given: string): boolean {
-  const expected = Buffer.from(signRunTaskBody(key, body), "utf8");
-  const actual = Buffer.from(given.trim().toLowerCase(), "utf8");
-  return actual.length === expected.length && timingSafeEqual(actual, expected);
+  return sameSecret(given.trim().toLowerCase(), signRunTaskBody(key, body));
 }
 
 /** The HCP run's page as the plan's run URL: an http(s) URL without credentials, or none. */

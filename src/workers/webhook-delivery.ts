@@ -16,13 +16,14 @@
 //   GraphQL types' read rules (eventViewFor in webhooks.ts). An event whose subject the owner may
 //   not read is not sent: the row is closed `failed` with `lastError` "skipped: <reason>".
 
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import type { Authz } from "../authz/authz.js";
 import type { OutboundPolicy } from "../domain/address-policy.js";
 import { networkFailure, OutboundAddressRefused, outboundConnectOptions } from "../gateway/outbound.js";
 import { webhookDeadReasonSql } from "../domain/liveness.js";
+import { sha256Signature } from "../domain/signing.js";
 import { escapeMrkdwn, planActionsBlock, requestActionsBlock } from "../domain/slack.js";
 import type { Config } from "../infra/config.js";
 import type { Database } from "../infra/db.js";
@@ -57,11 +58,6 @@ export const SIGNATURE_HEADER = "X-Countersign-Signature";
 export const EVENT_ID_HEADER = "X-Countersign-Event-Id";
 export const TIMESTAMP_HEADER = "X-Countersign-Timestamp";
 export const EVENT_TYPE_HEADER = "X-Countersign-Event";
-
-/** `sha256=<hex HMAC-SHA256 of the body under the webhook's secret>`. */
-export function signBody(secret: string, body: string): string {
-  return `sha256=${createHmac("sha256", secret).update(body, "utf8").digest("hex")}`;
-}
 
 /**
  * A Slack incoming-webhook message ({ text, blocks }) for an event payload. `interactive` (the
@@ -229,7 +225,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     const headers: Record<string, string> = {
       "content-type": "application/json",
       "user-agent": "Countersign-Webhooks/1",
-      [SIGNATURE_HEADER]: signBody(secret, body),
+      [SIGNATURE_HEADER]: sha256Signature(secret, body),
       [EVENT_ID_HEADER]: job.eventId,
       [EVENT_TYPE_HEADER]: job.eventType,
       [TIMESTAMP_HEADER]: String(Math.floor(Date.now() / 1000)),
