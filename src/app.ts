@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from "node:http";
 import { createYoga, maskError, type YogaInitialContext } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer, type WebSocket } from "ws";
@@ -97,62 +97,77 @@ function createServices(deps: Infra): Services {
   // is refused at the edge instead of costing a database read each.
   const integrationEdge = deps.config.integrationEdge;
   const integrationLimit = integrationEdge.rps > 0 ? loggedLimiter(limits.buckets("integration", integrationEdge.rps, integrationEdge.burst), deps.logger, "integration") : null;
-  const signedRoute = (route: HttpRoute) => limitByAddress(route, integrationLimit && ((key) => integrationLimit.take(key)), clientAddressResolver(deps.config.trustedProxies));
-  // Approving from Slack: clicks Slack posts, signed with the integration's secret (src/services/slack.ts).
+  /**
+   * A route a third party posts a signed body to: the allowance per address, then the body within
+   * its limit, then the receiver's answer (JSON, or an empty body), then what follows the answer.
+   */
+  const signedRoute = <A extends { status: number; body?: unknown }>(route: {
+    owner: HttpRoute["owner"];
+    path: string;
+    credential: HttpRoute["credential"];
+    maxBodyBytes: number;
+    receive: (pathname: string, headers: IncomingHttpHeaders, body: Buffer) => Promise<A>;
+    /** Run after the answer is sent (Slack wants its answer within three seconds). */
+    after?: (answer: A) => void;
+  }): HttpRoute =>
+    limitByAddress(
+      {
+        owner: route.owner,
+        methods: ["POST"],
+        path: route.path,
+        prefix: true,
+        credential: route.credential,
+        handle: async (req, res, url) => {
+          if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, route.maxBodyBytes)))) return true;
+          const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
+          const answer = await route.receive(url.pathname, req.headers, body);
+          if (answer.body !== undefined && answer.body !== null) sendJson(res, answer.status, answer.body);
+          else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
+          route.after?.(answer);
+          return true;
+        },
+      },
+      integrationLimit && ((key) => integrationLimit.take(key)),
+      clientAddressResolver(deps.config.trustedProxies),
+    );
+  // Approving from Slack: clicks Slack posts, signed with the integration's secret (src/services/slack.ts);
+  // the message is updated after the answer.
   const slack = createSlackInteractivity(deps);
   routes.push(signedRoute({
     owner: "slack",
-    methods: ["POST"],
     path: SLACK_INTERACTIVITY_PREFIX,
-    prefix: true,
     credential: "slack-signature",
-    handle: async (req, res, url) => {
-      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, SLACK_MAX_BODY_BYTES)))) return true;
-      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
-      const answer = await slack.handle(url.pathname, req.headers, body);
-      if (answer.body) sendJson(res, answer.status, answer.body);
-      else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
-      // Slack wants its answer within three seconds: the message is updated after it.
+    maxBodyBytes: SLACK_MAX_BODY_BYTES,
+    receive: (path, headers, body) => slack.handle(path, headers, body),
+    after: (answer) => {
       if (answer.responseUrl) void slack.send(answer.responseUrl, answer.replies);
-      return true;
     },
   }));
   // HCP Terraform run tasks: requests HCP posts, signed with the task's HMAC key (src/services/hcp-run-task.ts).
+  // Answered at once; the plan is fetched and the gate reported by the worker (durably, from the row).
   const hcp = createHcpRunTaskReceiver(deps);
   routes.push(signedRoute({
     owner: "hcp-run-task",
-    methods: ["POST"],
     path: HCP_RUN_TASK_PREFIX,
-    prefix: true,
     credential: "hcp-signature",
-    handle: async (req, res, url) => {
-      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, HCP_MAX_BODY_BYTES)))) return true;
-      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
-      const answer = await hcp.handle(url.pathname, req.headers, body);
-      if (answer.body) sendJson(res, answer.status, answer.body);
-      else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
-      // Answered at once; the plan is fetched and the gate reported by the worker (durably, from the row).
+    maxBodyBytes: HCP_MAX_BODY_BYTES,
+    receive: (path, headers, body) => hcp.handle(path, headers, body),
+    after: (answer) => {
       if (answer.recorded) workers.hcpRunTasks.wake();
-      return true;
     },
   }));
   // A GitHub custom deployment protection rule: events GitHub posts, signed with the App's webhook
-  // secret (src/services/github.ts); the answers go out from the GitHub worker.
+  // secret (src/services/github.ts); the answers go out from the GitHub worker, at once when they can
+  // be (an unmapped environment, a plan already there).
   const githubReceiver = createGithubReceiver(deps);
   routes.push(signedRoute({
     owner: "github",
-    methods: ["POST"],
     path: GITHUB_WEBHOOK_PREFIX,
-    prefix: true,
     credential: "github-signature",
-    handle: async (req, res, url) => {
-      if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, GITHUB_MAX_BODY_BYTES)))) return true;
-      const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
-      const answer = await githubReceiver.handle(url.pathname, req.headers, body);
-      sendJson(res, answer.status, answer.body);
-      // Decided at once when it can be (an unmapped environment, a plan already there).
+    maxBodyBytes: GITHUB_MAX_BODY_BYTES,
+    receive: (path, headers, body) => githubReceiver.handle(path, headers, body),
+    after: (answer) => {
       if (answer.recorded) github.wake();
-      return true;
     },
   }));
   // Background work runs in the API process unless COUNTERSIGN_WORKERS=none (then `npm run worker`).
