@@ -1,4 +1,6 @@
 import { execFile, execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -39,4 +41,42 @@ export function diffSchemas(from: string | null, to: string): string {
 export async function diffSchemasAsync(from: string | null, to: string): Promise<string> {
   const { stdout } = await execFileAsync(process.execPath, diffArgs(from, to), { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
   return stdout;
+}
+
+/**
+ * Migrations whose SQL was checked against Prisma's diff (`npm run migration:verify`), each by a
+ * fingerprint of what the diff depends on: the previous snapshot, its own snapshot and its
+ * generated SQL. A recorded migration whose fingerprint still matches under the same Prisma needs
+ * no new diff (one Prisma process each, the slowest part of the test run); any other is diffed.
+ */
+export const verifiedManifestPath = path.join(root, "prisma/verified-migrations.json");
+
+export interface VerifiedManifest {
+  prisma: string;
+  migrations: Record<string, string>;
+}
+
+export const installedPrismaVersion = (): string =>
+  (JSON.parse(readFileSync(path.join(root, "node_modules/prisma/package.json"), "utf8")) as { version: string }).version;
+
+/** The SQL of a migration that Prisma generates (what is above the hand-written marker). */
+export const generatedSql = (name: string, dir = migrationsDir): string =>
+  readFileSync(path.join(dir, name, "migration.sql"), "utf8").split(HAND_WRITTEN_MARKER)[0]!.trimEnd();
+
+export const snapshotOf = (name: string, dir = migrationsDir): string => path.join(dir, name, "schema.prisma");
+
+/** What Prisma's diff for migration `names[i]` depends on, hashed. */
+export function migrationFingerprint(names: readonly string[], i: number, dir = migrationsDir): string {
+  const hash = createHash("sha256");
+  hash.update(i === 0 ? "(empty)" : readFileSync(snapshotOf(names[i - 1]!, dir), "utf8")).update("\0");
+  hash.update(readFileSync(snapshotOf(names[i]!, dir), "utf8")).update("\0");
+  return hash.update(generatedSql(names[i]!, dir)).digest("hex");
+}
+
+export function readVerifiedManifest(): VerifiedManifest {
+  try {
+    return JSON.parse(readFileSync(verifiedManifestPath, "utf8")) as VerifiedManifest;
+  } catch {
+    return { prisma: "", migrations: {} };
+  }
 }

@@ -1,11 +1,21 @@
-import { mkdtemp, mkdir, writeFile, cp } from "node:fs/promises";
-import { readdirSync, readFileSync } from "node:fs";
+import { appendFile, cp, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { readdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgres, type Database } from "../src/infra/db.js";
 import { migrate, MigrationChecksumError, readMigrations, MIGRATIONS_DIR } from "../src/infra/migrate.js";
-import { diffSchemas, diffSchemasAsync, HAND_WRITTEN_MARKER, migrationNames, schemaPath } from "../scripts/migration-tools.js";
+import {
+  diffSchemas,
+  diffSchemasAsync,
+  generatedSql,
+  installedPrismaVersion,
+  migrationFingerprint,
+  migrationNames,
+  readVerifiedManifest,
+  schemaPath,
+  snapshotOf,
+} from "../scripts/migration-tools.js";
 import { TEST_DATABASE_URL } from "./helpers/env.js";
 import { newSchemaName } from "./helpers/harness.js";
 
@@ -16,16 +26,36 @@ describe("migrations", () => {
     expect(diffSchemas(newest, schemaPath)).toContain("This is an empty migration");
   });
 
-  // One test per migration, run concurrently: each diff is a Prisma CLI process with the WASM
-  // schema engine (~12-18 s on a loaded 2-core machine), so a sequential loop grew past any
-  // sensible timeout as migrations were added.
+  // One test per migration, run concurrently. Each diff is a Prisma CLI process with the WASM
+  // schema engine (~4 s of CPU), so a migration `npm run migration:verify` recorded, unchanged
+  // since and under the same Prisma, is not diffed again; a new or changed one always is.
   const names = readdirSync(MIGRATIONS_DIR, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  const verified = readVerifiedManifest();
+  const samePrisma = verified.prisma === installedPrismaVersion();
   it.concurrent.each(names.map((name, i) => [name, i] as const))("%s: its generated SQL is exactly Prisma's diff from the previous snapshot", async (name, i) => {
-    const previous = i === 0 ? null : path.join(MIGRATIONS_DIR, names[i - 1]!, "schema.prisma");
-    const sql = readFileSync(path.join(MIGRATIONS_DIR, name, "migration.sql"), "utf8");
-    const generated = sql.split(HAND_WRITTEN_MARKER)[0]!.trimEnd();
-    expect(generated, name).toBe((await diffSchemasAsync(previous, path.join(MIGRATIONS_DIR, name, "schema.prisma"))).trimEnd());
+    if (samePrisma && verified.migrations[name] === migrationFingerprint(names, i)) return;
+    const previous = i === 0 ? null : snapshotOf(names[i - 1]!);
+    expect(generatedSql(name), name).toBe((await diffSchemasAsync(previous, snapshotOf(name))).trimEnd());
   }, 240_000);
+
+  it("a recorded fingerprint no longer matches when the SQL, the snapshot or the previous snapshot changes", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "cs-fingerprints-"));
+    await cp(MIGRATIONS_DIR, dir, { recursive: true });
+    const i = names.length - 1;
+    const fingerprints = [migrationFingerprint(names, i, dir)];
+    expect(fingerprints[0]).toBe(migrationFingerprint(names, i));
+    const sql = path.join(dir, names[i]!, "migration.sql");
+    await writeFile(sql, `-- changed\n${await readFile(sql, "utf8")}`);
+    fingerprints.push(migrationFingerprint(names, i, dir));
+    for (const snapshot of [path.join(dir, names[i]!, "schema.prisma"), path.join(dir, names[i - 1]!, "schema.prisma")]) {
+      await appendFile(snapshot, "\n// changed\n");
+      fingerprints.push(migrationFingerprint(names, i, dir));
+    }
+    expect(new Set(fingerprints).size).toBe(4);
+    // Below the hand-written marker is not Prisma's diff: a change there is kept by the runtime checksum instead.
+    await appendFile(sql, "\n-- hand-written\n");
+    expect(migrationFingerprint(names, i, dir)).toBe(fingerprints[3]);
+  });
 
   describe("the runner", () => {
     let db: Database;
