@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import v8 from "node:v8";
 import { createApp, prepareDatabase } from "./app.js";
 import { EMBEDDED_TOOLS_PATH } from "./workers/runtime.js";
@@ -6,6 +5,7 @@ import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
 import { withLocalSecrets } from "./infra/local-secrets.js";
+import { logEscapedRejections } from "./infra/last-guard.js";
 import { createLogger } from "./infra/logger.js";
 import { startTracing, stopTracing } from "./infra/tracing.js";
 
@@ -13,13 +13,7 @@ import { startTracing, stopTracing } from "./infra/tracing.js";
 const { config, generated } = await withLocalSecrets(loadConfig());
 const logger = createLogger(config.logLevel);
 if (generated.length > 0) logger.info({ files: generated }, "generated the embedded default's secrets (kept in the data folder, mode 0600)");
-// The last guard: every route answers its own failures (500 with an error id, src/edge/http.ts)
-// and every worker catches each round; a rejection that still escapes is logged, with an id, and
-// does not end the process and everyone's requests with it (Node's default). A synchronous
-// uncaught exception keeps Node's default: the process state is then unknown.
-process.on("unhandledRejection", (reason) => {
-  logger.error({ err: reason, errorId: randomUUID() }, "unhandled rejection");
-});
+logEscapedRejections(logger);
 
 // The embedded PostgreSQL is a 9 MB WebAssembly module: V8's optimizing tier recompiles every
 // function start-up runs warm, which doubled start-up's CPU here while steady-state queries ran

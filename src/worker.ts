@@ -1,6 +1,7 @@
 import { loadConfig } from "./infra/config.js";
 import { openDatabase } from "./infra/db.js";
 import { createEventBus } from "./infra/events.js";
+import { logEscapedRejections } from "./infra/last-guard.js";
 import { createLogger } from "./infra/logger.js";
 import { migrate } from "./infra/migrate.js";
 import { startTracing, stopTracing } from "./infra/tracing.js";
@@ -15,6 +16,7 @@ import { createWorkers } from "./workers/index.js";
  */
 const config = loadConfig();
 const logger = createLogger(config.logLevel).child({ process: "worker" });
+logEscapedRejections(logger);
 
 await startTracing(process.env, logger);
 const db = await openDatabase(config.database);
