@@ -20,7 +20,8 @@ import { readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, limitByAddress, sendJson, type HttpRoute } from "./edge/http.js";
 import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
 import { retryAfterSeconds } from "./infra/token-buckets.js";
-import { createSharedLimits, type RateBuckets, type SharedLimits } from "./infra/shared-limits.js";
+import { countRefusals, type CountedLimits } from "./infra/limit-refusals.js";
+import { createSharedLimits, type RateBuckets } from "./infra/shared-limits.js";
 import { useCreationLimiter } from "./services/personal-organizations.js";
 import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
 import type { Infra } from "./infra/index.js";
@@ -54,8 +55,8 @@ export interface Services {
   routes: HttpRoute[];
   /** Held tool calls: the ingest and delivery workers, and the embedded gateway when mounted. */
   approvals: ApprovalsRuntime;
-  /** Rate limits and open-operation caps, in Redis when REDIS_URL is set (src/infra/shared-limits.ts). */
-  limits: SharedLimits;
+  /** Rate limits and open-operation caps, in Redis when REDIS_URL is set (src/infra/shared-limits.ts), their refusals counted. */
+  limits: CountedLimits;
   /** Outbound webhook delivery (docs/webhooks.md). */
   webhooks: WebhookWorker;
   /** GitHub deployment protection rule answers (docs/integrations.md). */
@@ -67,7 +68,7 @@ function createServices(deps: Infra): Services {
   const workers = createWorkers(deps);
   const { approvals, webhooks, github } = workers;
   const routes: HttpRoute[] = [];
-  const limits = createSharedLimits({ redisUrl: deps.config.redisUrl, keyPrefix: deps.config.limitsKeyPrefix, logger: deps.logger.child({ module: "limits" }) });
+  const limits = countRefusals(createSharedLimits({ redisUrl: deps.config.redisUrl, keyPrefix: deps.config.limitsKeyPrefix, logger: deps.logger.child({ module: "limits" }) }));
   // Personal organizations: createBurst at once, createPerHour after it (0: only the burst, ever).
   const creation = limits.buckets("personal-org", Math.max(deps.config.personalOrganizations.createPerHour / 3600, 1e-9), deps.config.personalOrganizations.createBurst);
   useCreationLimiter(deps.config.personalOrganizations, { take: (person) => creation.take(person) });

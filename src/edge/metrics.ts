@@ -39,6 +39,8 @@ export interface Metrics {
   /** One GraphQL operation done: `outcome` is "ok" or the error code it ended with. */
   operation(name: string | null | undefined, type: string, outcome: string, seconds: number): void;
   rateLimited(scope: "http" | "ws_connect" | "ws_operation" | "ws_subscriptions"): void;
+  /** A take refused by one of the shared limits' buckets (src/infra/limit-refusals.ts), by its name. */
+  limitRefused(bucket: string): void;
   gateRound(round: GateRound): void;
   /** Serves GET /metrics (401 without the configured token). */
   handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
@@ -85,6 +87,12 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
     name: "countersign_rate_limited_total",
     help: "Requests and operations refused by a rate limit or quota, by where",
     labelNames: ["scope"],
+    registers: [registry],
+  });
+  const refusals = new Counter({
+    name: "countersign_limit_refusals_total",
+    help: "Takes refused by a rate limit, by limit (graphql, gateway, integration, personal-org)",
+    labelNames: ["limit"],
     registers: [registry],
   });
   new Gauge({
@@ -250,6 +258,7 @@ export function createMetrics(deps: { config: Config; db: Database; events: Even
     rateLimited(scope) {
       limited.inc({ scope });
     },
+    limitRefused: (bucket) => refusals.inc({ limit: bucket }),
     gateRound(round) {
       rounds.inc();
       roundDeliveries.inc(round.deliveries);

@@ -17,7 +17,7 @@ import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
 import { retryAfterSeconds } from "../infra/token-buckets.js";
-import type { SharedLimits } from "../infra/shared-limits.js";
+import type { CountedLimits } from "../infra/limit-refusals.js";
 import { createMetrics } from "./metrics.js";
 import { RecentSet } from "../domain/recent-set.js";
 import { clientAddressResolver, keyLabel, rateKeyOf } from "./rate-limit.js";
@@ -98,13 +98,14 @@ function firstMessage(errors: readonly unknown[]): string {
   return m.length > 200 ? `${m.slice(0, 200)}…` : m;
 }
 
-export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger; limits: SharedLimits }) {
+export function createOperatorControls(deps: { config: Config; db: Database; events: EventBus; logger: Logger; limits: CountedLimits }) {
   const { config, db, events, logger } = deps;
   const sockets = new LiveSockets(db.sql, events, logger.child({ module: "websockets" }));
   /** Token reads for connection_init and each operation's context on a socket, batched (src/auth/authenticate.ts). */
   const socketTokens = new SocketTokenReads(db.sql);
   sockets.start();
   const metrics = createMetrics({ config, db, events, sockets });
+  deps.limits.onRefused(metrics.limitRefused);
   const hub = gateHub(db, events);
   hub.roundListeners.add(metrics.gateRound);
   // Shared by every API process on one Redis (src/infra/shared-limits.ts), per process without it.

@@ -133,4 +133,32 @@ describe("GET /metrics", () => {
       await other.app.close();
     }
   });
+
+  it("counts every refusal of a shared limit by the limit's name: the API's per token, the integrations' per address", async () => {
+    const limited = await startTestApp({
+      schemaName: t.schemaName,
+      env: { COUNTERSIGN_RATE_LIMIT_RPS: "0.001", COUNTERSIGN_RATE_LIMIT_BURST: "1", COUNTERSIGN_INTEGRATION_RATE_LIMIT_RPS: "0.001", COUNTERSIGN_INTEGRATION_RATE_LIMIT_BURST: "1" },
+    });
+    try {
+      const limitedBase = await limited.listen();
+      const ask = () =>
+        fetch(`${limitedBase}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${org.adminToken}` }, body: JSON.stringify({ query: "{ __typename }" }) });
+      const post = () => fetch(`${limitedBase}/integrations/github/${randomUUID()}/webhook`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      const refused = async (send: () => Promise<Response>) => {
+        const statuses: number[] = [];
+        for (let i = 0; i < 5; i++) statuses.push((await send()).status);
+        expect(statuses[0]).not.toBe(429);
+        expect(statuses.at(-1)).toBe(429);
+        return statuses.filter((s) => s === 429).length;
+      };
+      const graphql = await refused(ask);
+      const integration = await refused(post);
+      const text = await (await fetch(`${limitedBase}/metrics`)).text();
+      expect(sample(text, "countersign_limit_refusals_total", { limit: "graphql" })).toBe(graphql);
+      expect(sample(text, "countersign_limit_refusals_total", { limit: "integration" })).toBe(integration);
+      expect(sample(text, "countersign_limit_refusals_total", { limit: "gateway" })).toBeUndefined();
+    } finally {
+      await limited.app.close();
+    }
+  });
 });
