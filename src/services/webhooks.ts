@@ -36,8 +36,12 @@ export const WEBHOOK_EVENTS = [
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 export const WEBHOOK_FORMATS = ["json", "slack"] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
-/** A delivery's states (webhook_deliveries.status): queued → delivering → delivered | failed. */
-export const WEBHOOK_DELIVERY_STATUSES = ["queued", "delivering", "delivered", "failed"] as const;
+/**
+ * A delivery's states (webhook_deliveries.status): queued → delivering → delivered | failed, or
+ * skipped: nothing was sent because the webhook's owner may not read the event (not a failure of
+ * the receiver's; `lastError` says which rule refused).
+ */
+export const WEBHOOK_DELIVERY_STATUSES = ["queued", "delivering", "delivered", "failed", "skipped"] as const;
 
 export const MAX_WEBHOOKS_PER_ORG = 50;
 export const MAX_URL_LENGTH = MAX_ENDPOINT_URL_LENGTH;

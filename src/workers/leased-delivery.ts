@@ -16,6 +16,8 @@ export interface DeliveryOutcome {
   error: string | null;
   /** Retrying will not help (the address is refused, the secret cannot be opened). */
   permanent: boolean;
+  /** Nothing was sent, by decision (the owner may not read it): closed `skipped`, never retried. */
+  skipped?: boolean;
 }
 
 /** A row leased for an attempt: its fence guards every write of the outcome. */
@@ -31,7 +33,7 @@ export interface LeasedDelivery {
  */
 export type LeasedDeliveryTable = "webhook_deliveries" | "github_protection_requests";
 
-/** Settles a leased row with its attempt's outcome; past `maxAttempts`, or a permanent failure, it is failed. */
+/** Settles a leased row with its attempt's outcome; past `maxAttempts`, or a permanent failure, it is failed; a skip is skipped. */
 export async function settleDelivery(
   db: Database,
   table: LeasedDeliveryTable,
@@ -48,11 +50,11 @@ export async function settleDelivery(
     );
     return;
   }
-  const giveUp = outcome.permanent || job.attempts >= settings.maxAttempts;
+  const giveUp = outcome.skipped || outcome.permanent || job.attempts >= settings.maxAttempts;
   await db.sql.query(
     `UPDATE ${table} SET status = $3, "responseCode" = $4, "lastError" = $5,
             "nextRunAt" = now() + ($6::int * interval '1 millisecond'), "leaseOwner" = NULL, "leaseExpiresAt" = NULL, "updatedAt" = now()
       WHERE id = $1 AND fence = $2`,
-    [job.id, job.fence, giveUp ? "failed" : "queued", outcome.status, outcome.error, giveUp ? 0 : backoffMs(job.attempts, settings.retryBaseMs)],
+    [job.id, job.fence, outcome.skipped ? "skipped" : giveUp ? "failed" : "queued", outcome.status, outcome.error, giveUp ? 0 : backoffMs(job.attempts, settings.retryBaseMs)],
   );
 }

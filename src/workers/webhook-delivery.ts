@@ -14,7 +14,7 @@
 //   as what failed, never as the receiver's or the resolver's words.
 // - What is sent: only what the webhook's owner (its creator) may read at delivery time, by the
 //   GraphQL types' read rules (eventViewFor in webhooks.ts). An event whose subject the owner may
-//   not read is not sent: the row is closed `failed` with `lastError` "skipped: <reason>".
+//   not read is not sent: the row is closed `skipped` with the reason as `lastError`.
 
 import { randomUUID } from "node:crypto";
 import http from "node:http";
@@ -219,7 +219,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
     const view = owner ? await eventViewFor(db.sql, owner, job.payload, reads.workspaces) : ({ payload: null, skipped: NO_OWNER_REASON } as const);
     if (view.payload === null) {
       log.info({ deliveryId: job.id, reason: view.skipped }, "webhook delivery skipped");
-      return finish(job, { ok: false, status: null, error: `skipped: ${view.skipped}`, permanent: true });
+      return finish(job, { ok: false, status: null, error: view.skipped, permanent: true, skipped: true });
     }
     const body = JSON.stringify(webhook.format === "slack" ? slackMessage(view.payload, await reads.hasSlackApp(webhook.orgId)) : view.payload);
     const headers: Record<string, string> = {

@@ -231,7 +231,7 @@ describe("webhook payloads carry only what the owner may read", () => {
         for (const type of WEBHOOK_EVENTS) {
           expect(skipped.some((r) => r.event === enumOf(type)), `${type} of the hidden workspace is recorded skipped`).toBe(true);
         }
-        for (const r of skipped) expect(r).toMatchObject({ status: "FAILED", lastError: expect.stringMatching(/^skipped: /) });
+        for (const r of skipped) expect(r).toMatchObject({ status: "SKIPPED", lastError: expect.stringMatching(/^the webhook's owner may not read this event: it needs \(/) });
         for (const r of rows.filter((r) => r.payload !== null)) expect(r.status).toBe("DELIVERED");
       } finally {
         await hook.close();
@@ -253,7 +253,7 @@ describe("webhook payloads carry only what the owner may read", () => {
       expect(hook.bodies).toEqual([]);
       const rows = await t.db.prisma.webhookDelivery.findMany({ where: { webhookId } });
       expect(rows.length).toBeGreaterThan(0);
-      for (const r of rows) expect(r).toMatchObject({ status: "failed", lastError: expect.stringContaining("skipped: the webhook's owner may not read this event") });
+      for (const r of rows) expect(r).toMatchObject({ status: "skipped", lastError: expect.stringContaining("the webhook's owner may not read this event") });
     } finally {
       await hook.close();
     }
@@ -272,7 +272,7 @@ describe("webhook payloads carry only what the owner may read", () => {
       await drain(webhookId);
       expect(hook.bodies).toEqual([]);
       const [unknown] = await t.db.prisma.webhookDelivery.findMany({ where: { webhookId } });
-      expect(unknown).toMatchObject({ status: "failed", lastError: expect.stringContaining("has no read rule") });
+      expect(unknown).toMatchObject({ status: "skipped", lastError: expect.stringContaining("has no read rule") });
 
       // No creator: the webhook speaks for nobody.
       await t.db.prisma.webhook.update({ where: { id: webhookId }, data: { createdById: null } });
@@ -281,7 +281,7 @@ describe("webhook payloads carry only what the owner may read", () => {
       expect(hook.bodies).toEqual([]);
       const rows = await t.db.prisma.webhookDelivery.findMany({ where: { webhookId, eventType: "workspace.tier_changed" } });
       expect(rows).toHaveLength(1);
-      expect(rows[0]).toMatchObject({ status: "failed", lastError: expect.stringContaining("no owner recorded") });
+      expect(rows[0]).toMatchObject({ status: "skipped", lastError: expect.stringContaining("no owner recorded") });
     } finally {
       await hook.close();
     }

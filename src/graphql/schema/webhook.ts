@@ -35,7 +35,16 @@ const WebhookFormatEnum = builder.enumType("WebhookFormat", {
 });
 
 const WebhookDeliveryStatusEnum = builder.enumType("WebhookDeliveryStatus", {
-  values: { QUEUED: { value: "queued" }, DELIVERING: { value: "delivering" }, DELIVERED: { value: "delivered" }, FAILED: { value: "failed" } } as const,
+  values: {
+    QUEUED: { value: "queued" },
+    DELIVERING: { value: "delivering" },
+    DELIVERED: { value: "delivered" },
+    FAILED: { value: "failed", description: "Given up: the receiver did not take it after every attempt, or it may never be sent (lastError says why)." },
+    SKIPPED: {
+      value: "skipped",
+      description: "Nothing was sent: the webhook's owner may not read this event (lastError names the rule). redeliverWebhook decides again.",
+    },
+  } as const,
 });
 
 const readWebhook = (ctx: Context, object: object, orgId: string) => readable(ctx, object, orgId, webhookTarget("read"));
@@ -53,7 +62,7 @@ export const WebhookDeliveryRef = builder.prismaObject("WebhookDelivery", {
     responseCode: t.exposeInt("responseCode", { nullable: true, description: "The receiver's HTTP status on the last attempt." }),
     lastError: t.exposeString("lastError", {
       nullable: true,
-      description: "Why the last attempt failed; \"skipped: <reason>\" when the webhook's owner may not read the event (it was not sent).",
+      description: "Why the last attempt failed; for a SKIPPED delivery, why it was not sent (the rule the webhook's owner did not meet).",
     }),
     nextRunAt: t.expose("nextRunAt", { type: "DateTime", description: "When a queued delivery is next tried." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
