@@ -94,18 +94,20 @@ describe.each(streams)("the approval stream contract (%s)", (_name, make) => {
     await s.xreadgroup(key, "g", "crashed", 10);
     // Not idle long enough: nothing claimed, the scan is complete.
     expect(await s.xautoclaim(key, "g", "survivor", 60_000, "0-0", 10)).toEqual(["0-0", []]);
-    await sleep(30);
-    const [next, page] = await s.xautoclaim(key, "g", "survivor", 20, "0-0", 2);
+    // Idle 300 ms, claimed at 250 ms: a claim resets the idle time, so a loaded machine would
+    // need to stall 250 ms between two awaits to see the entries idle again.
+    await sleep(300);
+    const [next, page] = await s.xautoclaim(key, "g", "survivor", 250, "0-0", 2);
     expect(page).toEqual([
       [ids[0], ["i", "0"]],
       [ids[1], ["i", "1"]],
     ]);
     expect(next).toBe(ids[2]);
-    const [done, rest] = await s.xautoclaim(key, "g", "survivor", 20, next, 2);
+    const [done, rest] = await s.xautoclaim(key, "g", "survivor", 250, next, 2);
     expect(rest).toEqual([[ids[2], ["i", "2"]]]);
     expect(done).toBe("0-0");
     // Claiming resets the idle time: an immediate second claim takes nothing.
-    expect((await s.xautoclaim(key, "g", "third", 20, "0-0", 10))[1]).toEqual([]);
+    expect((await s.xautoclaim(key, "g", "third", 250, "0-0", 10))[1]).toEqual([]);
     // Still pending (claimed is not acknowledged).
     expect((await s.xpendingSummary(key, "g")).count).toBe(3);
   });
