@@ -398,90 +398,116 @@ export async function checkPermissions(
   // Resources by id: in the caller's org, and readable by the caller (the object is authorized, not the path).
   // The caller finds a resource it may read, or one it could itself act on as asked (the same
   // find the operation would make for the caller: a self-check of (stack, read_data) by id).
+  // Decided once per (resource, action) of the batch: a hundred questions name a few dozen.
+  const found = new Map<string, Found | null>();
   for (const c of parsed) {
     if (c.resourceId === null) continue;
-    if (c.createName !== undefined) {
-      const stack = resolved.get(`${PARENT_KEY}\u0000${c.resourceId}`);
-      if (!stack) {
-        c.notFound = true;
-        continue;
-      }
-      const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
-      const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: c.createName, groups: stack.groups };
-      // The create itself finds the stack under read: so does the caller.
-      if (!checkPermission(caller, parent).allowed) {
-        c.notFound = true;
-        continue;
-      }
-      c.target = target;
-      c.parent = parent;
-      continue;
-    }
-    const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
-    if (!r) {
-      c.notFound = true;
-      continue;
-    }
-    const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
-    const readTarget: Target = { ...target, action: "read" as ConcreteAction };
-    if (!checkPermission(caller, readTarget).allowed && !decideAction(caller, target).allowed) {
-      c.notFound = true;
-      continue;
-    }
-    c.target = target;
+    const key = `${c.resourceType}\u0000${c.action}\u0000${c.createName === undefined ? "" : "create"}\u0000${c.resourceId}`;
+    let f = found.get(key);
+    if (f === undefined) found.set(key, (f = findForCaller(caller, resolved, c)));
+    if (f === null) c.notFound = true;
+    else if (c.createName !== undefined) {
+      c.target = { resourceType: c.resourceType, action: c.action, matchValue: c.createName, groups: f.target.groups };
+      c.parent = f.parent;
+    } else c.target = f.target;
   }
 
+  // How each principal holds the grant that matched, once per (principal, grant) of the batch.
+  const carrying = new Map<string, Map<Permission, Carrying>>();
+  const carryingOf = (principalId: string, principal: LoadedPrincipal, grant: Permission): Carrying => {
+    let byGrant = carrying.get(principalId);
+    if (!byGrant) carrying.set(principalId, (byGrant = new Map()));
+    let hit = byGrant.get(grant);
+    if (!hit) byGrant.set(grant, (hit = carryingSources(sourcesOf.get(principalId) ?? [], principal, grant)));
+    return hit;
+  };
+
   return parsed.map((c): PermissionCheckAnswer => {
-    const base = { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId };
-    const denied = (decision: CheckDecision, target: Target | null): PermissionCheckAnswer => ({
-      ...base,
-      allowed: false,
-      decision,
-      grant: null,
-      sources: [],
-      missing: {
-        resourceType: target?.resourceType ?? c.resourceType,
-        action: target?.action ?? c.action,
-        matchValue: target?.matchValue ?? null,
-        groups: target?.groups ?? null,
-      },
-    });
-    if (c.notFound || c.target === null) return denied("RESOURCE_NOT_FOUND", null);
+    if (c.notFound || c.target === null) return deniedAnswer(c, "RESOURCE_NOT_FOUND", null);
     const principal = loaded.get(c.principalId);
-    if (!principal || !principal.membershipActive) return denied("NOT_A_MEMBER", null);
+    if (!principal || !principal.membershipActive) return deniedAnswer(c, "NOT_A_MEMBER", null);
     // The operations' decision: find (under read where the family requires it), then the action.
     const result = decideAction(principal, c.target, c.parent);
     if (!result.allowed) {
-      if (result.reason === "cannot_find") return denied("READ_MISSING", result.findTarget);
+      if (result.reason === "cannot_find") return deniedAnswer(c, "READ_MISSING", result.findTarget);
       // The caller is an active member of a live org, so the org-level reasons cannot occur here.
-      return denied(result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
+      return deniedAnswer(c, result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
     }
     if (result.via === "super_admin") {
-      return { ...base, allowed: true, decision: principal.isSuperAdmin ? "SUPER_ADMIN" : "OWNER", grant: null, sources: principal.isSuperAdmin ? [] : [OWNER_SOURCE], missing: null };
+      return allowedAnswer(c, principal.isSuperAdmin ? "SUPER_ADMIN" : "OWNER", null, principal.isSuperAdmin ? NO_SOURCES : OWNER_ONLY);
     }
-    const key = permissionKey(result.via);
-    const carrying: GrantSource[] = (sourcesOf.get(c.principalId) ?? [])
-      .filter((s) => s.grants.some((g) => permissionKey(g) === key))
-      .map(({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey }) => ({
-        kind,
-        roleId,
-        roleKey,
-        roleName,
-        bindingId,
-        identitySourceId,
-        identitySourceName,
-        groupKey,
-      }));
-    // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
-    const ownerGrant = principal.isOwner === true && result.via.resourceType === ANY && result.via.action === ANY && result.via.resourcePattern === "" && result.via.authzGroup === "";
-    if (ownerGrant) carrying.push(OWNER_SOURCE);
-    return {
-      ...base,
-      allowed: true,
-      decision: carrying.length > 0 && carrying.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED",
-      grant: result.via,
-      sources: carrying,
-      missing: null,
-    };
+    const held = carryingOf(c.principalId, principal, result.via);
+    return allowedAnswer(c, held.decision, result.via, held.sources);
   });
+}
+
+/** What the caller finds a resource named by id as: the target to check (and a create's parent); null: not found. */
+interface Found {
+  readonly target: Target;
+  readonly parent: Target | null;
+}
+
+function findForCaller(caller: LoadedPrincipal, resolved: ReadonlyMap<string, Resolved>, c: ParsedCheck): Found | null {
+  if (c.createName !== undefined) {
+    const stack = resolved.get(`${PARENT_KEY}\u0000${c.resourceId}`);
+    if (!stack) return null;
+    const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
+    // The create itself finds the stack under read: so does the caller. (The name to create is the question's own.)
+    if (!checkPermission(caller, parent).allowed) return null;
+    return { target: { resourceType: c.resourceType, action: c.action, matchValue: null, groups: stack.groups }, parent };
+  }
+  const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
+  if (!r) return null;
+  const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
+  const readTarget: Target = { ...target, action: "read" as ConcreteAction };
+  if (!checkPermission(caller, readTarget).allowed && !decideAction(caller, target).allowed) return null;
+  return { target, parent: null };
+}
+
+/** Every way a principal holds the grant that matched, and the decision it makes (GRANTED, or OWNER when only ownership carries it). */
+interface Carrying {
+  readonly sources: readonly GrantSource[];
+  readonly decision: "GRANTED" | "OWNER";
+}
+
+function carryingSources(rows: readonly SourceRow[], principal: LoadedPrincipal, grant: Permission): Carrying {
+  const key = permissionKey(grant);
+  const sources: GrantSource[] = [];
+  for (const { kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey, grants } of rows) {
+    if (grants.some((g) => permissionKey(g) === key)) {
+      sources.push({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey });
+    }
+  }
+  // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
+  const ownerGrant = principal.isOwner === true && grant.resourceType === ANY && grant.action === ANY && grant.resourcePattern === "" && grant.authzGroup === "";
+  if (ownerGrant) sources.push(OWNER_SOURCE);
+  return { sources, decision: sources.length > 0 && sources.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED" };
+}
+
+const NO_SOURCES: readonly GrantSource[] = Object.freeze([]);
+const OWNER_ONLY: readonly GrantSource[] = Object.freeze([OWNER_SOURCE]);
+
+// The answers are built by module-level functions, not closures per question: a batch of a
+// hundred answers made a hundred closures (and, under tsx, named each with a defineProperty).
+function allowedAnswer(c: ParsedCheck, decision: CheckDecision, grant: Permission | null, sources: readonly GrantSource[]): PermissionCheckAnswer {
+  return { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId, allowed: true, decision, grant, sources, missing: null };
+}
+
+function deniedAnswer(c: ParsedCheck, decision: CheckDecision, target: Target | null): PermissionCheckAnswer {
+  return {
+    principalId: c.principalId,
+    resourceType: c.resourceType,
+    action: c.action,
+    resourceId: c.resourceId,
+    allowed: false,
+    decision,
+    grant: null,
+    sources: NO_SOURCES,
+    missing: {
+      resourceType: target?.resourceType ?? c.resourceType,
+      action: target?.action ?? c.action,
+      matchValue: target?.matchValue ?? null,
+      groups: target?.groups ?? null,
+    },
+  };
 }

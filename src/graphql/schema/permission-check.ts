@@ -179,7 +179,7 @@ const PermissionCheckRef = builder.objectRef<PermissionCheckAnswer>("PermissionC
     allowed: t.exposeBoolean("allowed"),
     decision: t.field({ type: DecisionEnum, resolve: (a) => a.decision }),
     grant: t.field({ type: CheckedGrantRef, nullable: true, resolve: (a) => a.grant }),
-    via: t.field({ type: [GrantSourceRef], description: "Every role carrying the grant, and how the principal holds it.", resolve: (a) => [...a.sources] }),
+    via: t.field({ type: [GrantSourceRef], description: "Every role carrying the grant, and how the principal holds it.", resolve: (a) => a.sources }),
     missing: t.field({ type: MissingTupleRef, nullable: true, resolve: (a) => a.missing }),
   }),
 });
