@@ -107,6 +107,11 @@ const BY_ID: ReadonlySet<string> = new Set([
 // gateway_policy and hold_authority have no object of their own: their resourceId is always the workspace's id.
 const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "gateway_policy", "hold_authority", "approval_request", "virtual_key", "connection"]);
 
+/** An issue of check `i`'s `field`. Module level: parseChecks makes no closure per check. */
+function issueAt(issues: FieldIssue[], i: number, field: string, code: string, message: string): void {
+  issues.push({ field: `checks.${i}.${field}`, code, message });
+}
+
 /** Validates the whole batch; every issue names `checks.<i>.<field>`. Nothing is answered on a bad input. */
 function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]): ParsedCheck[] {
   const issues: FieldIssue[] = [];
@@ -120,16 +125,15 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
   }
   const parsed: ParsedCheck[] = [];
   checks.forEach((c, i) => {
-    const at = (field: string, code: string, message: string) => issues.push({ field: `checks.${i}.${field}`, code, message });
     const rt = c.resourceType;
     const action = c.action;
     if (rt === ANY || action === ANY) {
-      at(rt === ANY ? "resourceType" : "action", "wildcard_target", "A check names a concrete resource type and action: '*' is for grants, not targets.");
+      issueAt(issues, i, rt === ANY ? "resourceType" : "action", "wildcard_target", "A check names a concrete resource type and action: '*' is for grants, not targets.");
       return;
     }
-    if (!isConcreteResourceType(rt)) return void at("resourceType", "unknown_resource_type", `Unknown resource type ${JSON.stringify(rt)}.`);
+    if (!isConcreteResourceType(rt)) return void issueAt(issues, i, "resourceType", "unknown_resource_type", `Unknown resource type ${JSON.stringify(rt)}.`);
     if (!isValidPermission(rt, action)) {
-      return void at("action", "invalid_pair", `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(rt)}.`);
+      return void issueAt(issues, i, "action", "invalid_pair", `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(rt)}.`);
     }
     const family = familyOf(rt)!;
     const resourceId = c.resourceId ?? null;
@@ -140,16 +144,16 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
     if (resourceId !== null && inParent) {
       // A create in a stack: resourceId names the stack (found under read, like the create
       // operation finds it), matchValue the name to create; the groups are the stack's.
-      if (groups !== null) return void at("groups", "one_target", "With a parent's resourceId the groups are the parent's: omit groups.");
+      if (groups !== null) return void issueAt(issues, i, "groups", "one_target", "With a parent's resourceId the groups are the parent's: omit groups.");
       if (matchValue !== null && [...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
-        return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+        return void issueAt(issues, i, "matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
       }
     } else if (resourceId !== null) {
       if (matchValue !== null || groups !== null) {
-        return void at("resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
+        return void issueAt(issues, i, "resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
       }
       if (!BY_ID.has(rt)) {
-        return void at(
+        return void issueAt(issues, i, 
           "resourceId",
           "resource_id_not_supported",
           family.matchValue === null
@@ -160,19 +164,19 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
     } else {
       if (matchValue !== null) {
         if (family.matchValue === null) {
-          return void at("matchValue", "pattern_not_supported", `Resource type ${JSON.stringify(rt)} has no per-resource names.`);
+          return void issueAt(issues, i, "matchValue", "pattern_not_supported", `Resource type ${JSON.stringify(rt)} has no per-resource names.`);
         }
         if ([...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
-          return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+          return void issueAt(issues, i, "matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
         }
       }
       if (groups !== null) {
         if (!family.supportsAuthzGroup) {
-          return void at("groups", "group_not_supported", `Resource type ${JSON.stringify(rt)} carries no authz groups.`);
+          return void issueAt(issues, i, "groups", "group_not_supported", `Resource type ${JSON.stringify(rt)} carries no authz groups.`);
         }
         const checked = validateStackAuthzGroups(groups);
         if (!checked.ok) {
-          for (const issue of checked.issues) at(issue.index === null ? "groups" : `groups.${issue.index}`, issue.code, issue.message);
+          for (const issue of checked.issues) issueAt(issues, i, issue.index === null ? "groups" : `groups.${issue.index}`, issue.code, issue.message);
           return;
         }
       }
@@ -192,9 +196,6 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
   if (issues.length > 0) throw new ValidationError(issues);
   return parsed;
 }
-
-/** The resolution key of a parent stack named by a create's resourceId. */
-const PARENT_KEY = "parent:stack";
 
 interface Resolved {
   readonly matchValue: string | null;
@@ -255,7 +256,7 @@ const RESOLVED_FAMILIES = [
  * workspace's id; a create in a stack names the stack.
  */
 async function resolveResources(db: Database, orgId: string, checks: readonly ParsedCheck[]): Promise<Map<string, Resolved>> {
-  const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`
+  const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`, the family the row was read as
   const ids = new Map<(typeof RESOLVED_FAMILIES)[number], Set<string>>(RESOLVED_FAMILIES.map((f) => [f, new Set<string>()]));
   for (const c of checks) {
     if (c.resourceId === null) continue;
@@ -271,15 +272,8 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
     [orgId, ...RESOLVED_FAMILIES.map((f) => [...ids.get(f)!])],
     { prepare: true },
   );
-  const put = (families: readonly string[], id: string, r: Resolved) => {
-    for (const f of families) out.set(`${f}\u0000${id}`, r);
-  };
-  for (const r of rows) {
-    const resolved: Resolved = { matchValue: r.matchValue, groups: r.groups };
-    if (r.family === "stack") put(["stack", PARENT_KEY], r.id, resolved);
-    else if (r.family === "workspace") put(["workspace", ...WORKSPACE_SCOPED], r.id, resolved);
-    else put([r.family], r.id, resolved);
-  }
+  // One entry per row: a workspace-scoped family named by a workspace's id finds it under "workspace" (findForCaller).
+  for (const r of rows) out.set(`${r.family}\u0000${r.id}`, { matchValue: r.matchValue, groups: r.groups });
   return out;
 }
 
@@ -418,7 +412,7 @@ export async function checkPermissions(
     let byGrant = carrying.get(principalId);
     if (!byGrant) carrying.set(principalId, (byGrant = new Map()));
     let hit = byGrant.get(grant);
-    if (!hit) byGrant.set(grant, (hit = carryingSources(sourcesOf.get(principalId) ?? [], principal, grant)));
+    if (!hit) byGrant.set(grant, (hit = carryingSources(sourcesOf.get(principalId) ?? NO_ROWS, principal, grant)));
     return hit;
   };
 
@@ -449,14 +443,15 @@ interface Found {
 
 function findForCaller(caller: LoadedPrincipal, resolved: ReadonlyMap<string, Resolved>, c: ParsedCheck): Found | null {
   if (c.createName !== undefined) {
-    const stack = resolved.get(`${PARENT_KEY}\u0000${c.resourceId}`);
+    const stack = resolved.get(`stack\u0000${c.resourceId}`);
     if (!stack) return null;
     const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
     // The create itself finds the stack under read: so does the caller. (The name to create is the question's own.)
     if (!checkPermission(caller, parent).allowed) return null;
     return { target: { resourceType: c.resourceType, action: c.action, matchValue: null, groups: stack.groups }, parent };
   }
-  const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
+  // A workspace-scoped family's own object by its id, else the workspace of that id ("in this workspace").
+  const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`) ?? (WORKSPACE_SCOPED.has(c.resourceType) ? resolved.get(`workspace\u0000${c.resourceId}`) : undefined);
   if (!r) return null;
   const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
   const readTarget: Target = { ...target, action: "read" as ConcreteAction };
@@ -471,20 +466,38 @@ interface Carrying {
 }
 
 function carryingSources(rows: readonly SourceRow[], principal: LoadedPrincipal, grant: Permission): Carrying {
-  const key = permissionKey(grant);
-  const sources: GrantSource[] = [];
-  for (const { kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey, grants } of rows) {
-    if (grants.some((g) => permissionKey(g) === key)) {
-      sources.push({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey });
-    }
-  }
+  const held = rolesCarrying(rows, grant);
   // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
   const ownerGrant = principal.isOwner === true && grant.resourceType === ANY && grant.action === ANY && grant.resourcePattern === "" && grant.authzGroup === "";
-  if (ownerGrant) sources.push(OWNER_SOURCE);
+  const sources = ownerGrant ? [...held, OWNER_SOURCE] : held;
   return { sources, decision: sources.length > 0 && sources.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED" };
 }
 
+/**
+ * The roles carrying each grant, by a user's kept rows (grantSourcesOf) and the grant object its
+ * kept principal's check returned: both live while the authz epoch they were read under does, so
+ * a runner asking again matches no tuple again. Weak both ways: what an epoch replaced goes.
+ */
+const CARRYING = new WeakMap<readonly SourceRow[], WeakMap<Permission, readonly GrantSource[]>>();
+
+function rolesCarrying(rows: readonly SourceRow[], grant: Permission): readonly GrantSource[] {
+  let byGrant = CARRYING.get(rows);
+  if (!byGrant) CARRYING.set(rows, (byGrant = new WeakMap()));
+  let held = byGrant.get(grant);
+  if (held) return held;
+  const key = permissionKey(grant);
+  const found: GrantSource[] = [];
+  for (const { kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey, grants } of rows) {
+    if (grants.some((g) => permissionKey(g) === key)) {
+      found.push({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey });
+    }
+  }
+  byGrant.set(grant, (held = Object.freeze(found)));
+  return held;
+}
+
 const NO_SOURCES: readonly GrantSource[] = Object.freeze([]);
+const NO_ROWS: readonly SourceRow[] = Object.freeze([]);
 const OWNER_ONLY: readonly GrantSource[] = Object.freeze([OWNER_SOURCE]);
 
 // The answers are built by module-level functions, not closures per question: a batch of a
