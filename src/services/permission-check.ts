@@ -153,7 +153,9 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
         return void issueAt(issues, i, "resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
       }
       if (!BY_ID.has(rt)) {
-        return void issueAt(issues, i, 
+        return void issueAt(
+          issues,
+          i,
           "resourceId",
           "resource_id_not_supported",
           family.matchValue === null
