@@ -107,6 +107,11 @@ const BY_ID: ReadonlySet<string> = new Set([
 // gateway_policy and hold_authority have no object of their own: their resourceId is always the workspace's id.
 const WORKSPACE_SCOPED: ReadonlySet<string> = new Set(["approval_policy", "gateway_policy", "hold_authority", "approval_request", "virtual_key", "connection"]);
 
+/** An issue of check `i`'s `field`. Module level: parseChecks makes no closure per check. */
+function issueAt(issues: FieldIssue[], i: number, field: string, code: string, message: string): void {
+  issues.push({ field: `checks.${i}.${field}`, code, message });
+}
+
 /** Validates the whole batch; every issue names `checks.<i>.<field>`. Nothing is answered on a bad input. */
 function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]): ParsedCheck[] {
   const issues: FieldIssue[] = [];
@@ -120,16 +125,15 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
   }
   const parsed: ParsedCheck[] = [];
   checks.forEach((c, i) => {
-    const at = (field: string, code: string, message: string) => issues.push({ field: `checks.${i}.${field}`, code, message });
     const rt = c.resourceType;
     const action = c.action;
     if (rt === ANY || action === ANY) {
-      at(rt === ANY ? "resourceType" : "action", "wildcard_target", "A check names a concrete resource type and action: '*' is for grants, not targets.");
+      issueAt(issues, i, rt === ANY ? "resourceType" : "action", "wildcard_target", "A check names a concrete resource type and action: '*' is for grants, not targets.");
       return;
     }
-    if (!isConcreteResourceType(rt)) return void at("resourceType", "unknown_resource_type", `Unknown resource type ${JSON.stringify(rt)}.`);
+    if (!isConcreteResourceType(rt)) return void issueAt(issues, i, "resourceType", "unknown_resource_type", `Unknown resource type ${JSON.stringify(rt)}.`);
     if (!isValidPermission(rt, action)) {
-      return void at("action", "invalid_pair", `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(rt)}.`);
+      return void issueAt(issues, i, "action", "invalid_pair", `Action ${JSON.stringify(action)} does not exist on resource type ${JSON.stringify(rt)}.`);
     }
     const family = familyOf(rt)!;
     const resourceId = c.resourceId ?? null;
@@ -140,16 +144,18 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
     if (resourceId !== null && inParent) {
       // A create in a stack: resourceId names the stack (found under read, like the create
       // operation finds it), matchValue the name to create; the groups are the stack's.
-      if (groups !== null) return void at("groups", "one_target", "With a parent's resourceId the groups are the parent's: omit groups.");
+      if (groups !== null) return void issueAt(issues, i, "groups", "one_target", "With a parent's resourceId the groups are the parent's: omit groups.");
       if (matchValue !== null && [...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
-        return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+        return void issueAt(issues, i, "matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
       }
     } else if (resourceId !== null) {
       if (matchValue !== null || groups !== null) {
-        return void at("resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
+        return void issueAt(issues, i, "resourceId", "one_target", "Name the resource by resourceId, or describe it by matchValue and groups, not both.");
       }
       if (!BY_ID.has(rt)) {
-        return void at(
+        return void issueAt(
+          issues,
+          i,
           "resourceId",
           "resource_id_not_supported",
           family.matchValue === null
@@ -160,19 +166,19 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
     } else {
       if (matchValue !== null) {
         if (family.matchValue === null) {
-          return void at("matchValue", "pattern_not_supported", `Resource type ${JSON.stringify(rt)} has no per-resource names.`);
+          return void issueAt(issues, i, "matchValue", "pattern_not_supported", `Resource type ${JSON.stringify(rt)} has no per-resource names.`);
         }
         if ([...matchValue].length > MAX_CHECK_MATCH_VALUE_LENGTH) {
-          return void at("matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
+          return void issueAt(issues, i, "matchValue", "match_value_too_long", `A match value is at most ${MAX_CHECK_MATCH_VALUE_LENGTH} characters.`);
         }
       }
       if (groups !== null) {
         if (!family.supportsAuthzGroup) {
-          return void at("groups", "group_not_supported", `Resource type ${JSON.stringify(rt)} carries no authz groups.`);
+          return void issueAt(issues, i, "groups", "group_not_supported", `Resource type ${JSON.stringify(rt)} carries no authz groups.`);
         }
         const checked = validateStackAuthzGroups(groups);
         if (!checked.ok) {
-          for (const issue of checked.issues) at(issue.index === null ? "groups" : `groups.${issue.index}`, issue.code, issue.message);
+          for (const issue of checked.issues) issueAt(issues, i, issue.index === null ? "groups" : `groups.${issue.index}`, issue.code, issue.message);
           return;
         }
       }
@@ -192,9 +198,6 @@ function parseChecks(viewerId: string, checks: readonly PermissionCheckInput[]):
   if (issues.length > 0) throw new ValidationError(issues);
   return parsed;
 }
-
-/** The resolution key of a parent stack named by a create's resourceId. */
-const PARENT_KEY = "parent:stack";
 
 interface Resolved {
   readonly matchValue: string | null;
@@ -255,7 +258,7 @@ const RESOLVED_FAMILIES = [
  * workspace's id; a create in a stack names the stack.
  */
 async function resolveResources(db: Database, orgId: string, checks: readonly ParsedCheck[]): Promise<Map<string, Resolved>> {
-  const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`
+  const out = new Map<string, Resolved>(); // key: `${family}\u0000${id}`, the family the row was read as
   const ids = new Map<(typeof RESOLVED_FAMILIES)[number], Set<string>>(RESOLVED_FAMILIES.map((f) => [f, new Set<string>()]));
   for (const c of checks) {
     if (c.resourceId === null) continue;
@@ -271,15 +274,8 @@ async function resolveResources(db: Database, orgId: string, checks: readonly Pa
     [orgId, ...RESOLVED_FAMILIES.map((f) => [...ids.get(f)!])],
     { prepare: true },
   );
-  const put = (families: readonly string[], id: string, r: Resolved) => {
-    for (const f of families) out.set(`${f}\u0000${id}`, r);
-  };
-  for (const r of rows) {
-    const resolved: Resolved = { matchValue: r.matchValue, groups: r.groups };
-    if (r.family === "stack") put(["stack", PARENT_KEY], r.id, resolved);
-    else if (r.family === "workspace") put(["workspace", ...WORKSPACE_SCOPED], r.id, resolved);
-    else put([r.family], r.id, resolved);
-  }
+  // One entry per row: a workspace-scoped family named by a workspace's id finds it under "workspace" (findForCaller).
+  for (const r of rows) out.set(`${r.family}\u0000${r.id}`, { matchValue: r.matchValue, groups: r.groups });
   return out;
 }
 
@@ -398,90 +394,135 @@ export async function checkPermissions(
   // Resources by id: in the caller's org, and readable by the caller (the object is authorized, not the path).
   // The caller finds a resource it may read, or one it could itself act on as asked (the same
   // find the operation would make for the caller: a self-check of (stack, read_data) by id).
+  // Decided once per (resource, action) of the batch: a hundred questions name a few dozen.
+  const found = new Map<string, Found | null>();
   for (const c of parsed) {
     if (c.resourceId === null) continue;
-    if (c.createName !== undefined) {
-      const stack = resolved.get(`${PARENT_KEY}\u0000${c.resourceId}`);
-      if (!stack) {
-        c.notFound = true;
-        continue;
-      }
-      const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
-      const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: c.createName, groups: stack.groups };
-      // The create itself finds the stack under read: so does the caller.
-      if (!checkPermission(caller, parent).allowed) {
-        c.notFound = true;
-        continue;
-      }
-      c.target = target;
-      c.parent = parent;
-      continue;
-    }
-    const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`);
-    if (!r) {
-      c.notFound = true;
-      continue;
-    }
-    const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
-    const readTarget: Target = { ...target, action: "read" as ConcreteAction };
-    if (!checkPermission(caller, readTarget).allowed && !decideAction(caller, target).allowed) {
-      c.notFound = true;
-      continue;
-    }
-    c.target = target;
+    const key = `${c.resourceType}\u0000${c.action}\u0000${c.createName === undefined ? "" : "create"}\u0000${c.resourceId}`;
+    let f = found.get(key);
+    if (f === undefined) found.set(key, (f = findForCaller(caller, resolved, c)));
+    if (f === null) c.notFound = true;
+    else if (c.createName !== undefined) {
+      c.target = { resourceType: c.resourceType, action: c.action, matchValue: c.createName, groups: f.target.groups };
+      c.parent = f.parent;
+    } else c.target = f.target;
   }
 
+  // How each principal holds the grant that matched, once per (principal, grant) of the batch.
+  const carrying = new Map<string, Map<Permission, Carrying>>();
+  const carryingOf = (principalId: string, principal: LoadedPrincipal, grant: Permission): Carrying => {
+    let byGrant = carrying.get(principalId);
+    if (!byGrant) carrying.set(principalId, (byGrant = new Map()));
+    let hit = byGrant.get(grant);
+    if (!hit) byGrant.set(grant, (hit = carryingSources(sourcesOf.get(principalId) ?? NO_ROWS, principal, grant)));
+    return hit;
+  };
+
   return parsed.map((c): PermissionCheckAnswer => {
-    const base = { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId };
-    const denied = (decision: CheckDecision, target: Target | null): PermissionCheckAnswer => ({
-      ...base,
-      allowed: false,
-      decision,
-      grant: null,
-      sources: [],
-      missing: {
-        resourceType: target?.resourceType ?? c.resourceType,
-        action: target?.action ?? c.action,
-        matchValue: target?.matchValue ?? null,
-        groups: target?.groups ?? null,
-      },
-    });
-    if (c.notFound || c.target === null) return denied("RESOURCE_NOT_FOUND", null);
+    if (c.notFound || c.target === null) return deniedAnswer(c, "RESOURCE_NOT_FOUND", null);
     const principal = loaded.get(c.principalId);
-    if (!principal || !principal.membershipActive) return denied("NOT_A_MEMBER", null);
+    if (!principal || !principal.membershipActive) return deniedAnswer(c, "NOT_A_MEMBER", null);
     // The operations' decision: find (under read where the family requires it), then the action.
     const result = decideAction(principal, c.target, c.parent);
     if (!result.allowed) {
-      if (result.reason === "cannot_find") return denied("READ_MISSING", result.findTarget);
+      if (result.reason === "cannot_find") return deniedAnswer(c, "READ_MISSING", result.findTarget);
       // The caller is an active member of a live org, so the org-level reasons cannot occur here.
-      return denied(result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
+      return deniedAnswer(c, result.reason === "inactive_membership" ? "NOT_A_MEMBER" : "NO_GRANT", c.target);
     }
     if (result.via === "super_admin") {
-      return { ...base, allowed: true, decision: principal.isSuperAdmin ? "SUPER_ADMIN" : "OWNER", grant: null, sources: principal.isSuperAdmin ? [] : [OWNER_SOURCE], missing: null };
+      return allowedAnswer(c, principal.isSuperAdmin ? "SUPER_ADMIN" : "OWNER", null, principal.isSuperAdmin ? NO_SOURCES : OWNER_ONLY);
     }
-    const key = permissionKey(result.via);
-    const carrying: GrantSource[] = (sourcesOf.get(c.principalId) ?? [])
-      .filter((s) => s.grants.some((g) => permissionKey(g) === key))
-      .map(({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey }) => ({
-        kind,
-        roleId,
-        roleKey,
-        roleName,
-        bindingId,
-        identitySourceId,
-        identitySourceName,
-        groupKey,
-      }));
-    // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
-    const ownerGrant = principal.isOwner === true && result.via.resourceType === ANY && result.via.action === ANY && result.via.resourcePattern === "" && result.via.authzGroup === "";
-    if (ownerGrant) carrying.push(OWNER_SOURCE);
-    return {
-      ...base,
-      allowed: true,
-      decision: carrying.length > 0 && carrying.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED",
-      grant: result.via,
-      sources: carrying,
-      missing: null,
-    };
+    const held = carryingOf(c.principalId, principal, result.via);
+    return allowedAnswer(c, held.decision, result.via, held.sources);
   });
+}
+
+/** What the caller finds a resource named by id as: the target to check (and a create's parent); null: not found. */
+interface Found {
+  readonly target: Target;
+  readonly parent: Target | null;
+}
+
+function findForCaller(caller: LoadedPrincipal, resolved: ReadonlyMap<string, Resolved>, c: ParsedCheck): Found | null {
+  if (c.createName !== undefined) {
+    const stack = resolved.get(`stack\u0000${c.resourceId}`);
+    if (!stack) return null;
+    const parent: Target = { resourceType: "stack", action: "read", matchValue: stack.matchValue, groups: stack.groups };
+    // The create itself finds the stack under read: so does the caller. (The name to create is the question's own.)
+    if (!checkPermission(caller, parent).allowed) return null;
+    return { target: { resourceType: c.resourceType, action: c.action, matchValue: null, groups: stack.groups }, parent };
+  }
+  // A workspace-scoped family's own object by its id, else the workspace of that id ("in this workspace").
+  const r = resolved.get(`${c.resourceType}\u0000${c.resourceId}`) ?? (WORKSPACE_SCOPED.has(c.resourceType) ? resolved.get(`workspace\u0000${c.resourceId}`) : undefined);
+  if (!r) return null;
+  const target: Target = { resourceType: c.resourceType, action: c.action, matchValue: r.matchValue, groups: r.groups };
+  const readTarget: Target = { ...target, action: "read" as ConcreteAction };
+  if (!checkPermission(caller, readTarget).allowed && !decideAction(caller, target).allowed) return null;
+  return { target, parent: null };
+}
+
+/** Every way a principal holds the grant that matched, and the decision it makes (GRANTED, or OWNER when only ownership carries it). */
+interface Carrying {
+  readonly sources: readonly GrantSource[];
+  readonly decision: "GRANTED" | "OWNER";
+}
+
+function carryingSources(rows: readonly SourceRow[], principal: LoadedPrincipal, grant: Permission): Carrying {
+  const held = rolesCarrying(rows, grant);
+  // A personal organization's owner holds (*, *) implicitly (seed 004, Notes).
+  const ownerGrant = principal.isOwner === true && grant.resourceType === ANY && grant.action === ANY && grant.resourcePattern === "" && grant.authzGroup === "";
+  const sources = ownerGrant ? [...held, OWNER_SOURCE] : held;
+  return { sources, decision: sources.length > 0 && sources.every((s) => s.kind === "OWNER") ? "OWNER" : "GRANTED" };
+}
+
+/**
+ * The roles carrying each grant, by a user's kept rows (grantSourcesOf) and the grant object its
+ * kept principal's check returned: both live while the authz epoch they were read under does, so
+ * a runner asking again matches no tuple again. Weak both ways: what an epoch replaced goes.
+ */
+const CARRYING = new WeakMap<readonly SourceRow[], WeakMap<Permission, readonly GrantSource[]>>();
+
+function rolesCarrying(rows: readonly SourceRow[], grant: Permission): readonly GrantSource[] {
+  let byGrant = CARRYING.get(rows);
+  if (!byGrant) CARRYING.set(rows, (byGrant = new WeakMap()));
+  let held = byGrant.get(grant);
+  if (held) return held;
+  const key = permissionKey(grant);
+  const found: GrantSource[] = [];
+  for (const { kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey, grants } of rows) {
+    if (grants.some((g) => permissionKey(g) === key)) {
+      found.push({ kind, roleId, roleKey, roleName, bindingId, identitySourceId, identitySourceName, groupKey });
+    }
+  }
+  byGrant.set(grant, (held = Object.freeze(found)));
+  return held;
+}
+
+const NO_SOURCES: readonly GrantSource[] = Object.freeze([]);
+const NO_ROWS: readonly SourceRow[] = Object.freeze([]);
+const OWNER_ONLY: readonly GrantSource[] = Object.freeze([OWNER_SOURCE]);
+
+// The answers are built by module-level functions, not closures per question: a batch of a
+// hundred answers made a hundred closures (and, under tsx, named each with a defineProperty).
+function allowedAnswer(c: ParsedCheck, decision: CheckDecision, grant: Permission | null, sources: readonly GrantSource[]): PermissionCheckAnswer {
+  return { principalId: c.principalId, resourceType: c.resourceType, action: c.action, resourceId: c.resourceId, allowed: true, decision, grant, sources, missing: null };
+}
+
+function deniedAnswer(c: ParsedCheck, decision: CheckDecision, target: Target | null): PermissionCheckAnswer {
+  return {
+    principalId: c.principalId,
+    resourceType: c.resourceType,
+    action: c.action,
+    resourceId: c.resourceId,
+    allowed: false,
+    decision,
+    grant: null,
+    sources: NO_SOURCES,
+    missing: {
+      resourceType: target?.resourceType ?? c.resourceType,
+      action: target?.action ?? c.action,
+      matchValue: target?.matchValue ?? null,
+      groups: target?.groups ?? null,
+    },
+  };
 }

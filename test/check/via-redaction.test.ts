@@ -95,6 +95,24 @@ describe("checkPermissions.via is redacted like the types it reveals", () => {
     expect(v!.roleKey).not.toBeNull();
   });
 
+  it("every answer of a batch is redacted alike: the rule is decided once per request, for the first entry and the last", async () => {
+    const holder = await holderThrough("SSO_BINDING");
+    const batch = async (token: string) => {
+      const checks = Array.from({ length: 5 }, () => ({ principalId: holder.principalId, resourceType: "stack", action: "read" }));
+      const res = await t.gql(CHECK, { checks }, token);
+      expect(res.errors).toBeUndefined();
+      return (res.data.checkPermissions.data as { via: Record<string, unknown>[] }[]).map((a) => a.via[0]!);
+    };
+    const blind = await batch(await holder.checker([]));
+    const rolesOnly = await batch(await holder.checker(["role"]));
+    expect(blind).toHaveLength(5);
+    for (const v of blind) expect(v).toMatchObject({ kind: "SSO_BINDING", roleId: null, roleKey: null, roleName: null, bindingId: null, groupKey: null });
+    for (const v of rolesOnly) {
+      expect(v).toMatchObject({ kind: "SSO_BINDING", bindingId: null, identitySourceId: null, identitySourceName: null, groupKey: null });
+      expect(v.roleKey).not.toBeNull();
+    }
+  });
+
   it("checking yourself shows the role you hold (the Role type's rule: holding it) without (role, read)", async () => {
     const m = await addMember(t.db, org.orgId, { grants: [{ resourceType: "stack", action: "read" }] });
     const [v] = await via(m.token, m.userId);

@@ -43,38 +43,89 @@ export function textKindOf(scalar: string, name: string): TextKind | null {
   return null;
 }
 
-function walk(value: unknown, type: GraphQLInputType, name: string, path: string, issues: FieldIssue[]): void {
-  if (value === null || value === undefined) return;
+/**
+ * How to walk values of one input type, worked out once per type (the schema's types live as long
+ * as the process): the check API's hundred input objects are then walked without asking graphql
+ * what each type is, for every field of every object.
+ */
+type Walk =
+  | { readonly kind: "list"; readonly item: Walk }
+  | { readonly kind: "object"; readonly fields: readonly { readonly name: string; readonly walk: Walk }[] }
+  | { readonly kind: "scalar"; readonly id: boolean; readonly text: TextKind | null }
+  | { readonly kind: "other" };
+
+const OTHER: Walk = { kind: "other" };
+const plans = new WeakMap<GraphQLInputType, Map<string, Walk>>();
+
+/** The walk of `type` for a value named `name` (a scalar's rule depends on its field's name). */
+function planOf(type: GraphQLInputType, name: string): Walk {
+  let byName = plans.get(type);
+  if (!byName) plans.set(type, (byName = new Map()));
+  let plan = byName.get(name);
+  if (plan) return plan;
   const inner = getNullableType(type);
   if (isListType(inner)) {
-    if (!Array.isArray(value)) return walk(value, inner.ofType, name, path, issues);
-    value.forEach((item, i) => walk(item, inner.ofType, name, `${path}.${i}`, issues));
-    return;
+    plan = { kind: "list", item: planOf(inner.ofType, name) };
+  } else if (isInputObjectType(inner)) {
+    // Set before the fields are planned: an input type may contain itself.
+    const fields: { name: string; walk: Walk }[] = [];
+    plan = { kind: "object", fields };
+    byName.set(name, plan);
+    for (const field of Object.values(inner.getFields())) fields.push({ name: field.name, walk: planOf(field.type, field.name) });
+  } else if (isScalarType(inner)) {
+    plan = { kind: "scalar", id: inner.name === "ID", text: textKindOf(inner.name, name) };
+  } else {
+    plan = OTHER;
   }
-  if (isInputObjectType(inner)) {
-    if (typeof value !== "object") return;
-    for (const field of Object.values(inner.getFields())) {
-      walk((value as Record<string, unknown>)[field.name], field.type, field.name, `${path}.${field.name}`, issues);
-    }
-    return;
-  }
-  if (isScalarType(inner) && typeof value === "string") {
-    // An ID names a row: a blank one names none. Refused here, once for every ID input, so no
-    // service can read "" as "absent" (an optional role id skipped, a member added with no role).
-    if (inner.name === "ID" && value.trim() === "") {
-      issues.push({ field: path, code: "blank", message: "must not be blank: send an id, or leave the field out" });
+  byName.set(name, plan);
+  return plan;
+}
+
+/** The dotted path of an issue, joined only when there is one. */
+const pathOf = (prefix: string, segments: readonly (string | number)[]) => (segments.length ? `${prefix}.${segments.join(".")}` : prefix);
+
+function walk(value: unknown, plan: Walk, prefix: string, segments: (string | number)[], issues: FieldIssue[]): void {
+  if (value === null || value === undefined) return;
+  switch (plan.kind) {
+    case "list":
+      if (!Array.isArray(value)) return walk(value, plan.item, prefix, segments, issues);
+      for (let i = 0; i < value.length; i++) {
+        segments.push(i);
+        walk(value[i], plan.item, prefix, segments, issues);
+        segments.pop();
+      }
+      return;
+    case "object":
+      if (typeof value !== "object") return;
+      for (const field of plan.fields) {
+        const inner = (value as Record<string, unknown>)[field.name];
+        if (inner === null || inner === undefined) continue;
+        segments.push(field.name);
+        walk(inner, field.walk, prefix, segments, issues);
+        segments.pop();
+      }
+      return;
+    case "scalar": {
+      if (typeof value !== "string") return;
+      // An ID names a row: a blank one names none. Refused here, once for every ID input, so no
+      // service can read "" as "absent" (an optional role id skipped, a member added with no role).
+      if (plan.id && value.trim() === "") {
+        issues.push({ field: pathOf(prefix, segments), code: "blank", message: "must not be blank: send an id, or leave the field out" });
+        return;
+      }
+      const problem = plan.text && textProblem(value, plan.text);
+      if (problem) issues.push({ field: pathOf(prefix, segments), code: problem.code, message: problem.message });
       return;
     }
-    const kind = textKindOf(inner.name, name);
-    const problem = kind && textProblem(value, kind);
-    if (problem) issues.push({ field: path, code: problem.code, message: problem.message });
+    default:
+      return;
   }
 }
 
 /** Every storable-text issue in a field's coerced arguments, each naming its dotted path. */
 export function argumentTextIssues(args: readonly GraphQLArgument[], values: Record<string, unknown>, prefix = ""): FieldIssue[] {
   const issues: FieldIssue[] = [];
-  for (const arg of args) walk(values[arg.name], arg.type, arg.name, `${prefix}${arg.name}`, issues);
+  for (const arg of args) walk(values[arg.name], planOf(arg.type, arg.name), `${prefix}${arg.name}`, [], issues);
   return issues;
 }
 

@@ -9,6 +9,7 @@ import { builder } from "../builder.js";
 import { type Context, viewerOf } from "../context.js";
 import { perRequest } from "../request-loaders.js";
 import {
+  checkPermission,
   FAMILIES,
   PERMISSION_TARGETING,
   resourcePatternToGlob,
@@ -24,7 +25,7 @@ import {
 import { NotFoundError, PermissionDeniedError, UnauthenticatedError, ValidationError } from "../../errors.js";
 import type { User } from "../../generated/prisma/client.js";
 import { stackTarget, workspaceFamilyTarget } from "../../authz/targets.js";
-import { roleHoldings, type RoleHolding } from "../../authz/principal.js";
+import { roleHoldings, type LoadedPrincipal, type RoleHolding } from "../../authz/principal.js";
 import {
   checkPermissions,
   MAX_PERMISSION_CHECKS,
@@ -85,7 +86,43 @@ const GrantSourceKindEnum = builder.enumType("GrantSourceKind", {
 
 // ── Redaction: what a way of holding a role reveals, and who may see it ──────────────
 
-const READ_IDENTITY = { permission: { resourceType: "identity_source", action: "read", matchValue: null, groups: null } } as const;
+const READ_ROLE: Target = { resourceType: "role", action: "read", matchValue: null, groups: null };
+const READ_IDENTITY: Target = { resourceType: "identity_source", action: "read", matchValue: null, groups: null };
+
+/** What the caller may read of the data a way of holding a role reveals: each type's read rule, over the caller's principal. */
+interface Sight {
+  /** (role, read). */
+  readonly roles: boolean;
+  /** The roles the caller holds (an active member's): the Role type's rule lets a holder read them. */
+  readonly heldRoleIds: readonly string[];
+  /** (identity_source, read). */
+  readonly identitySources: boolean;
+}
+
+const NO_SIGHT: Sight = { roles: false, heldRoleIds: [], identitySources: false };
+
+function sightOf(p: LoadedPrincipal): Sight {
+  const member = p.orgExists && !p.orgDeleted && p.membershipActive;
+  return { roles: checkPermission(p, READ_ROLE).allowed, heldRoleIds: member ? p.roleIds : [], identitySources: checkPermission(p, READ_IDENTITY).allowed };
+}
+
+const callerSight = perRequest((_ctx: Context) => ({ sight: null as Sight | null }));
+
+/**
+ * The caller's Sight, decided once per request: at once when the principal is already loaded (the
+ * check API's resolver loaded it before any via entry resolves), so the guards below answer each
+ * of a batch's entries without a promise; otherwise once the principal is loaded.
+ */
+function sight(ctx: Context): Sight | Promise<Sight> {
+  const memo = callerSight.of(ctx);
+  if (memo.sight) return memo.sight;
+  if (ctx.viewer === null) return NO_SIGHT;
+  const loaded = ctx.authz.principalIfLoaded();
+  if (loaded) return (memo.sight = sightOf(loaded));
+  return ctx.authz.principal().then((p) => (memo.sight = sightOf(p)));
+}
+
+const seen = <T>(s: Sight | Promise<Sight>, rule: (s: Sight) => T): T | Promise<T> => (s instanceof Promise ? s.then(rule) : rule(s));
 
 /**
  * A field carrying identity-source data (a binding's id, its identity source, its group key):
@@ -93,17 +130,18 @@ const READ_IDENTITY = { permission: { resourceType: "identity_source", action: "
  * IdentityGroupBinding types themselves require. The one rule RoleHolding (Role.effectiveMembers)
  * and GrantSource (checkPermissions.via) share.
  */
-export const identitySourceData = { authScopes: READ_IDENTITY, unauthorizedResolver: () => null } as const;
+export const identitySourceData = {
+  authScopes: (_parent: unknown, _args: unknown, ctx: Context) => seen(sight(ctx), (s) => s.identitySources),
+  unauthorizedResolver: () => null,
+} as const;
 
 /**
  * A field naming a role (its id, key, name): null unless the caller may read that role — the
  * Role type's own rule (src/graphql/schema/access.ts): (role, read), or the caller holds it.
  */
 export const roleData = {
-  authScopes: async (s: { roleId: string | null }, _args: unknown, ctx: Context) =>
-    s.roleId === null ||
-    (await ctx.authz.can({ resourceType: "role", action: "read", matchValue: null, groups: null })) ||
-    (await ctx.authz.requireMember().then((p) => p.roleIds.includes(s.roleId!), () => false)),
+  authScopes: (s: { roleId: string | null }, _args: unknown, ctx: Context) =>
+    s.roleId === null || seen(sight(ctx), (v) => v.roles || v.heldRoleIds.includes(s.roleId!)),
   unauthorizedResolver: () => null,
 } as const;
 
@@ -179,7 +217,7 @@ const PermissionCheckRef = builder.objectRef<PermissionCheckAnswer>("PermissionC
     allowed: t.exposeBoolean("allowed"),
     decision: t.field({ type: DecisionEnum, resolve: (a) => a.decision }),
     grant: t.field({ type: CheckedGrantRef, nullable: true, resolve: (a) => a.grant }),
-    via: t.field({ type: [GrantSourceRef], description: "Every role carrying the grant, and how the principal holds it.", resolve: (a) => [...a.sources] }),
+    via: t.field({ type: [GrantSourceRef], description: "Every role carrying the grant, and how the principal holds it.", resolve: (a) => a.sources }),
     missing: t.field({ type: MissingTupleRef, nullable: true, resolve: (a) => a.missing }),
   }),
 });
