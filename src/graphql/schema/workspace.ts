@@ -24,6 +24,7 @@ import {
   updateWorkspace,
 } from "../../services/workspaces.js";
 import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
+import { answersQuery, workspaceListRows } from "../../services/workspace-list.js";
 
 
 
@@ -181,14 +182,15 @@ builder.queryFields((t) => ({
           includeArchived: args.includeArchived ?? false,
         });
         const ids = page.rows.map((r) => r.id);
-        const loaded =
+        // The type's own include (what its read rule needs) is in the query already; naming it types the rows.
+        const query = queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"], include: WORKSPACE_RULE_INPUTS });
+        // The dashboard's selection is one statement (services/workspace-list.ts); any other through Prisma.
+        const loaded: WorkspaceRow[] =
           ids.length === 0
             ? []
-            : await ctx.db.prisma.workspace.findMany({
-                // The type's own include (what its read rule needs) is in the query already; naming it types the rows.
-                ...queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"], include: WORKSPACE_RULE_INPUTS }),
-                where: { id: { in: ids } },
-              });
+            : answersQuery(query)
+              ? await workspaceListRows(ctx.db, ids)
+              : await ctx.db.prisma.workspace.findMany({ ...query, where: { id: { in: ids } } });
         const byId = new Map(loaded.map((w) => [w.id, w]));
         return { nodes: ids.map((id) => byId.get(id)).filter((w) => w !== undefined), hasNextPage: page.hasNextPage, lastScanned: page.lastScanned };
       }),
