@@ -44,6 +44,8 @@ export type SignedInAuthz = Authz<Viewer>;
  */
 export class Authz<V extends Viewer | null = Viewer | null> {
   private principalPromise: Promise<LoadedPrincipal> | null = null;
+  /** The principal principalPromise resolved to, once it has: checks after that answer at once (check). */
+  private loaded: LoadedPrincipal | null = null;
 
   constructor(
     private readonly sql: SqlRunner,
@@ -58,12 +60,23 @@ export class Authz<V extends Viewer | null = Viewer | null> {
    */
   refresh(): void {
     this.principalPromise = null;
+    this.loaded = null;
     this.kept = null;
   }
 
   principal(): Promise<LoadedPrincipal> {
     if (!this.viewer) return Promise.reject(new UnauthenticatedError());
-    this.principalPromise ??= this.loadOrKeep(this.viewer);
+    if (!this.principalPromise) {
+      const loading = this.loadOrKeep(this.viewer);
+      this.principalPromise = loading;
+      // Remembered only while it is still this request's principal (a refresh may have come first).
+      loading.then(
+        (p) => {
+          if (this.principalPromise === loading) this.loaded = p;
+        },
+        () => {},
+      );
+    }
     return this.principalPromise;
   }
 
@@ -115,6 +128,16 @@ export class Authz<V extends Viewer | null = Viewer | null> {
   async can(target: Target): Promise<boolean> {
     if (!this.viewer) return false;
     return checkPermission(await this.principal(), target).allowed;
+  }
+
+  /**
+   * can(), answered at once when the principal is loaded already: a type's read rule runs on
+   * every object of a list, and a decision that is a value, not a promise, lets GraphQL complete
+   * the object without waiting a turn (the same check either way).
+   */
+  check(target: Target): boolean | Promise<boolean> {
+    if (!this.viewer) return false;
+    return this.loaded ? checkPermission(this.loaded, target).allowed : this.can(target);
   }
 
   /**
