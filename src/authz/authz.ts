@@ -130,6 +130,22 @@ export class Authz<V extends Viewer | null = Viewer | null> {
     return checkPermission(await this.principal(), target).allowed;
   }
 
+  /** The principal, when this request has loaded it already (null before): what check() answers from. */
+  loadedPrincipal(): LoadedPrincipal | null {
+    return this.loaded;
+  }
+
+  /**
+   * requireMember() at once when the principal is loaded: the principal when the viewer is an
+   * active member of a live org, null when not; a promise of the same before it is loaded.
+   */
+  memberOrNull(): LoadedPrincipal | null | Promise<LoadedPrincipal | null> {
+    if (!this.viewer) return null;
+    const p = this.loaded;
+    if (!p) return this.requireMember().then((member) => member, () => null);
+    return p.orgExists && !p.orgDeleted && p.membershipActive ? p : null;
+  }
+
   /**
    * can(), answered at once when the principal is loaded already: a type's read rule runs on
    * every object of a list, and a decision that is a value, not a promise, lets GraphQL complete
