@@ -44,8 +44,8 @@ export type SignedInAuthz = Authz<Viewer>;
  */
 export class Authz<V extends Viewer | null = Viewer | null> {
   private principalPromise: Promise<LoadedPrincipal> | null = null;
-  /** The principal once principalPromise has settled with it (principalIfLoaded). */
-  private loadedPrincipal: LoadedPrincipal | null = null;
+  /** The principal principalPromise resolved to, once it has: checks after that answer at once (check). */
+  private loaded: LoadedPrincipal | null = null;
 
   constructor(
     private readonly sql: SqlRunner,
@@ -60,33 +60,24 @@ export class Authz<V extends Viewer | null = Viewer | null> {
    */
   refresh(): void {
     this.principalPromise = null;
-    this.loadedPrincipal = null;
+    this.loaded = null;
     this.kept = null;
   }
 
   principal(): Promise<LoadedPrincipal> {
     if (!this.viewer) return Promise.reject(new UnauthenticatedError());
-    if (this.principalPromise === null) {
-      const promise = this.loadOrKeep(this.viewer);
-      this.principalPromise = promise;
-      // Noted for principalIfLoaded; a load a refresh() has since replaced is not.
-      promise.then(
+    if (!this.principalPromise) {
+      const loading = this.loadOrKeep(this.viewer);
+      this.principalPromise = loading;
+      // Remembered only while it is still this request's principal (a refresh may have come first).
+      loading.then(
         (p) => {
-          if (this.principalPromise === promise) this.loadedPrincipal = p;
+          if (this.principalPromise === loading) this.loaded = p;
         },
         () => {},
       );
     }
     return this.principalPromise;
-  }
-
-  /**
-   * The principal principal() has already loaded, or null (none asked for yet, still loading, or
-   * failed): for a rule evaluated on many objects of one answer that need not wait a microtask
-   * each (the check API's via entries) once the request's own resolver has loaded it.
-   */
-  principalIfLoaded(): LoadedPrincipal | null {
-    return this.loadedPrincipal;
   }
 
   private loadOrKeep(viewer: Viewer): Promise<LoadedPrincipal> {
@@ -137,6 +128,32 @@ export class Authz<V extends Viewer | null = Viewer | null> {
   async can(target: Target): Promise<boolean> {
     if (!this.viewer) return false;
     return checkPermission(await this.principal(), target).allowed;
+  }
+
+  /** The principal, when this request has loaded it already (null before): what check() answers from. */
+  loadedPrincipal(): LoadedPrincipal | null {
+    return this.loaded;
+  }
+
+  /**
+   * requireMember() at once when the principal is loaded: the principal when the viewer is an
+   * active member of a live org, null when not; a promise of the same before it is loaded.
+   */
+  memberOrNull(): LoadedPrincipal | null | Promise<LoadedPrincipal | null> {
+    if (!this.viewer) return null;
+    const p = this.loaded;
+    if (!p) return this.requireMember().then((member) => member, () => null);
+    return p.orgExists && !p.orgDeleted && p.membershipActive ? p : null;
+  }
+
+  /**
+   * can(), answered at once when the principal is loaded already: a type's read rule runs on
+   * every object of a list, and a decision that is a value, not a promise, lets GraphQL complete
+   * the object without waiting a turn (the same check either way).
+   */
+  check(target: Target): boolean | Promise<boolean> {
+    if (!this.viewer) return false;
+    return this.loaded ? checkPermission(this.loaded, target).allowed : this.can(target);
   }
 
   /**

@@ -38,7 +38,7 @@ export const builder = new SchemaBuilder<{
     authScopes: (ctx) => ({
       authenticated: ctx.viewer !== null,
       permission(target) {
-        return ctx.authz.can(target);
+        return ctx.authz.check(target);
       },
     }),
     // Only a caller with no viewer is unauthenticated. A signed-in caller who fails a type's or a
@@ -80,7 +80,7 @@ export const inViewerOrg = (orgId: string | null, ctx: Context): boolean =>
 export function readable(ctx: Context, object: object, orgId: string | null, target: Target | null): boolean | Promise<boolean> {
   if (wroteIt(ctx, object)) return true;
   if (!inViewerOrg(orgId, ctx)) return false;
-  return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.can(target);
+  return target === null ? ctx.authz.requireMember().then(() => true, () => false) : ctx.authz.check(target);
 }
 
 builder.queryType({});

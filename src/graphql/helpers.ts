@@ -5,6 +5,7 @@ import { InvalidStateError, NotFoundError } from "../errors.js";
 import type { User } from "../generated/prisma/client.js";
 import type { Context } from "./context.js";
 import { perRequest } from "./request-loaders.js";
+import { modelRow } from "../infra/model-rows.js";
 import { COMMON_ERRORS } from "./schema/errors.js";
 
 /**
@@ -37,31 +38,54 @@ export function oneOf<const T extends string>(values: readonly T[], value: strin
 
 // ── Users by id, batched per request ─────────────────────────────────────────────────
 
-const users = perRequest(
-  (ctx: Context) =>
-    new DataLoader<string, User | null>(async (ids) => {
-      const rows = await ctx.db.prisma.user.findMany({ where: { id: { in: [...ids] } } });
-      const byId = new Map(rows.map((u) => [u.id, u]));
-      return ids.map((id) => byId.get(id) ?? null);
-    }),
-);
+/** The people of one batch, as Prisma reads a User (src/infra/model-rows.ts): one prepared statement, no query compiler. */
+const USERS_SQL = `SELECT to_json(u) AS u FROM users u WHERE u.id = ANY($1::text[])`;
+
+const users = perRequest((ctx: Context) => {
+  /** The users this request has read already: userNamed answers these at once. */
+  const atHand = new Map<string, User | null>();
+  const loader = new DataLoader<string, User | null>(async (ids) => {
+    const rows = await ctx.db.sql.query<{ u: Record<string, unknown> }>(USERS_SQL, [ids], { prepare: true });
+    const byId = new Map(rows.map((r) => modelRow<User>("User", r.u)).map((u) => [u.id, u]));
+    return ids.map((id) => {
+      const user = byId.get(id) ?? null;
+      atHand.set(id, user);
+      return user;
+    });
+  });
+  return { loader, atHand };
+});
 
 /** A user by id, batched per request (reservations and plans name users without a relation). */
 export function loadUser(ctx: Context, id: string): Promise<User | null> {
-  return users.of(ctx).load(id);
+  return users.of(ctx).loader.load(id);
+}
+
+/**
+ * Reads the people rows name, in one batch, before their fields ask (a list that knows whom its
+ * rows name): each field naming one of them then answers at once instead of waiting its turn.
+ */
+export async function preloadUsers(ctx: Context, ids: Iterable<string | null>): Promise<void> {
+  const wanted = new Set<string>();
+  for (const id of ids) if (id !== null) wanted.add(id);
+  if (wanted.size > 0) await users.of(ctx).loader.loadMany([...wanted]);
 }
 
 /**
  * The user a row names, through the request's batch (loadUser): a list naming people in several
  * places (who holds, placed and released a reservation; who submitted a plan, approved it and
  * withdrew) reads them together, where a relation per field is a statement per field. Null for
- * no id; a required reference to a user that is gone fails the field.
+ * no id; a required reference to a user that is gone fails the field. At once for a user this
+ * request has read already.
  */
-export function userNamed(ctx: Context, id: string): Promise<User>;
-export function userNamed(ctx: Context, id: string | null): Promise<User | null>;
-export async function userNamed(ctx: Context, id: string | null): Promise<User | null> {
+export function userNamed(ctx: Context, id: string): User | Promise<User>;
+export function userNamed(ctx: Context, id: string | null): User | null | Promise<User | null>;
+export function userNamed(ctx: Context, id: string | null): User | null | Promise<User | null> {
   if (id === null) return null;
-  const user = await loadUser(ctx, id);
-  if (!user) throw new Error(`user ${id} named by a row is gone`);
-  return user;
+  const known = users.of(ctx).atHand.get(id);
+  if (known) return known;
+  return loadUser(ctx, id).then((user) => {
+    if (!user) throw new Error(`user ${id} named by a row is gone`);
+    return user;
+  });
 }

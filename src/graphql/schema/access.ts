@@ -1,5 +1,6 @@
 // Members, roles, role assignments, identity sources, SSO group bindings, group sync and
 // API tokens: who holds which permission tuples (seed 004). Logic lives in src/services.
+import { isThenable } from "@pothos/core";
 import { builder, inViewerOrg, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { viewerOf, type Context, type SignedInContext } from "../context.js";
@@ -67,9 +68,17 @@ export const RoleRef = builder.prismaObject("Role", {
   description: "A bundle of permission tuples: a built-in system role or an org's custom role. Needs (role, read), or holding it.",
   runScopesOnType: true,
   // Also a role the caller holds: their own roles are not someone else's data.
-  authScopes: async (r, ctx) =>
-    (await readable(ctx, r, r.orgId, READ("role"))) ||
-    (inViewerOrg(r.orgId, ctx) && ctx.authz.requireMember().then((p) => p.roleIds.includes(r.id), () => false)),
+  // Decided at once when the request's principal is loaded (Authz.check), as the list rules are.
+  authScopes: (r, ctx) => {
+    const holds = (p: { roleIds: readonly string[] } | null) => p !== null && p.roleIds.includes(r.id);
+    const own = () => {
+      if (!inViewerOrg(r.orgId, ctx)) return false;
+      const member = ctx.authz.memberOrNull();
+      return isThenable(member) ? member.then(holds) : holds(member);
+    };
+    const verdict = readable(ctx, r, r.orgId, READ("role"));
+    return isThenable(verdict) ? verdict.then((ok) => ok || own()) : verdict || own();
+  },
   fields: (t) => ({
     id: t.exposeID("id"),
     key: t.exposeString("key", { description: "Derived from the name at creation; immutable." }),

@@ -117,7 +117,7 @@ function sight(ctx: Context): Sight | Promise<Sight> {
   const memo = callerSight.of(ctx);
   if (memo.sight) return memo.sight;
   if (ctx.viewer === null) return NO_SIGHT;
-  const loaded = ctx.authz.principalIfLoaded();
+  const loaded = ctx.authz.loadedPrincipal();
   if (loaded) return (memo.sight = sightOf(loaded));
   return ctx.authz.principal().then((p) => (memo.sight = sightOf(p)));
 }

@@ -46,7 +46,13 @@ export const ReservationRef = builder.prismaObject("Reservation", {
     viewerCanRelease: t.boolean({
       description:
         "Whether the caller may release this reservation now: its holder, a current member of its role, or a super_admin; false once released.",
-      resolve: async (r, _args, ctx) => r.releasedAt === null && ctx.authz.viewer !== null && mayRelease(await ctx.authz.principal(), ctx.authz.viewer.userId, r),
+      resolve: (r, _args, ctx) => {
+        const viewer = ctx.authz.viewer;
+        if (r.releasedAt !== null || viewer === null) return false;
+        // At once from the request's principal when it is loaded (a list's reservations), else when it is.
+        const loaded = ctx.authz.loadedPrincipal();
+        return loaded ? mayRelease(loaded, viewer.userId, r) : ctx.authz.principal().then((p) => mayRelease(p, viewer.userId, r));
+      },
     }),
   }),
 });

@@ -23,8 +23,16 @@ const ruleWorkspaces = perRequest(
     }),
 );
 
+/**
+ * The rule workspaces of this request at hand without waiting: the rows knownRuleWorkspace was
+ * given, and which ids were asked of the loader (a row primed after that does not replace the
+ * loader's, so it is not at hand either).
+ */
+const atHand = perRequest((_ctx: Context) => ({ rows: new Map<string, RuleWorkspace>(), asked: new Set<string>() }));
+
 /** The workspace by id with what the rules need, batched per request. */
 export function ruleWorkspace(ctx: Context, id: string): Promise<RuleWorkspace | null> {
+  atHand.of(ctx).asked.add(id);
   return ruleWorkspaces.of(ctx).load(id);
 }
 
@@ -34,6 +42,8 @@ export function ruleWorkspace(ctx: Context, id: string): Promise<RuleWorkspace |
  * no statement of their own. A row already there stays.
  */
 export function knownRuleWorkspace(ctx: Context, w: RuleWorkspace): void {
+  const here = atHand.of(ctx);
+  if (!here.asked.has(w.id) && !here.rows.has(w.id)) here.rows.set(w.id, w);
   ruleWorkspaces.of(ctx).prime(w.id, w);
 }
 
@@ -43,10 +53,12 @@ type Family = "workspace" | "approval_policy" | "approval_request" | "virtual_ke
  * The read rule of an object read as part of its workspace: (family, read) on that workspace —
  * (workspace, read) for a plan or a reservation, the family's own read for the workspace-scoped families.
  */
-export async function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): Promise<boolean> {
+export function readableInWorkspace(ctx: Context, o: { orgId: string; workspaceId: string }, family: Family): boolean | Promise<boolean> {
   if (wroteIt(ctx, o)) return true;
   if (!ctx.viewer || o.orgId !== ctx.viewer.orgId) return false;
-  const workspace = await ruleWorkspace(ctx, o.workspaceId);
-  if (!workspace || workspace.orgId !== o.orgId) return false;
-  return readable(ctx, o, o.orgId, workspaceFamilyTarget(workspace, family, "read"));
+  const decide = (workspace: RuleWorkspace | null) =>
+    !workspace || workspace.orgId !== o.orgId ? false : readable(ctx, o, o.orgId, workspaceFamilyTarget(workspace, family, "read"));
+  // The workspace a list read this object through is at hand: decided now, as the list's own rows are.
+  const known = atHand.of(ctx).rows.get(o.workspaceId);
+  return known ? decide(known) : ruleWorkspace(ctx, o.workspaceId).then(decide);
 }

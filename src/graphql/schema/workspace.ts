@@ -11,7 +11,7 @@ import { knownRuleWorkspace, readableInWorkspace } from "./workspace-rule.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { type Context, signedIn } from "../context.js";
 import { perRequest } from "../request-loaders.js";
-import { ERRORS, deps, loadUser, notFoundAsNull, SIGNED_IN } from "../helpers.js";
+import { ERRORS, deps, loadUser, notFoundAsNull, preloadUsers, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { keysetConnection } from "../keyset.js";
 import type { Role, Workspace } from "../../generated/prisma/client.js";
@@ -24,6 +24,7 @@ import {
   updateWorkspace,
 } from "../../services/workspaces.js";
 import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
+import { answersQuery, workspaceListRows, type WorkspaceListRow } from "../../services/workspace-list.js";
 
 
 
@@ -59,6 +60,22 @@ export const inReadableWorkspace = (o: { orgId: string; workspaceId: string }, c
 export async function workspaceRow(ctx: Context, written: Promise<{ id: string }>): Promise<WorkspaceRow> {
   const { id } = await written;
   return ctx.db.prisma.workspace.findUniqueOrThrow({ where: { id }, include: WORKSPACE_RULE_INPUTS });
+}
+
+/**
+ * The list's rows (one statement) and the people they name (one batch, read before the fields
+ * that name them ask, so each of those answers at once).
+ */
+async function listRowsWithPeople(ctx: Context, ids: readonly string[]): Promise<WorkspaceListRow[]> {
+  const rows = await workspaceListRows(ctx.db, ids);
+  await preloadUsers(
+    ctx,
+    rows.flatMap((w) => [
+      ...w.reservations.flatMap((r) => [r.holderUserId, r.placedById, r.releasedById]),
+      ...w.plans.flatMap((p) => [p.submittedById, ...p.approvals.flatMap((a) => [a.userId, a.withdrawnById])]),
+    ]),
+  );
+  return rows;
 }
 
 // ── Types ─────────────────────────────────────────────────────────────────────────────
@@ -116,7 +133,7 @@ export const WorkspaceRef = builder.prismaObject("Workspace", {
     viewerCanApprove: t.boolean({
       description: "Whether the caller holds (workspace, approve) here now.",
       select: { stack: { select: { authzGroups: true } } },
-      resolve: (w, _args, ctx) => ctx.authz.can({ resourceType: "workspace", action: "approve", matchValue: w.name, groups: w.stack.authzGroups }),
+      resolve: (w, _args, ctx) => ctx.authz.check({ resourceType: "workspace", action: "approve", matchValue: w.name, groups: w.stack.authzGroups }),
     }),
     viewerCanReserveForSelf: t.boolean({
       description: "Whether the caller may reserve this workspace for themselves now (batched across a list).",
@@ -181,14 +198,15 @@ builder.queryFields((t) => ({
           includeArchived: args.includeArchived ?? false,
         });
         const ids = page.rows.map((r) => r.id);
-        const loaded =
+        // The type's own include (what its read rule needs) is in the query already; naming it types the rows.
+        const query = queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"], include: WORKSPACE_RULE_INPUTS });
+        // The dashboard's selection is one statement (services/workspace-list.ts); any other through Prisma.
+        const loaded: WorkspaceRow[] =
           ids.length === 0
             ? []
-            : await ctx.db.prisma.workspace.findMany({
-                // The type's own include (what its read rule needs) is in the query already; naming it types the rows.
-                ...queryFromInfo({ context: ctx, info, typeName: "Workspace", path: ["edges", "node"], include: WORKSPACE_RULE_INPUTS }),
-                where: { id: { in: ids } },
-              });
+            : answersQuery(query)
+              ? await listRowsWithPeople(ctx, ids)
+              : await ctx.db.prisma.workspace.findMany({ ...query, where: { id: { in: ids } } });
         const byId = new Map(loaded.map((w) => [w.id, w]));
         return { nodes: ids.map((id) => byId.get(id)).filter((w) => w !== undefined), hasNextPage: page.hasNextPage, lastScanned: page.lastScanned };
       }),
