@@ -151,10 +151,11 @@ interface Started {
   child: ChildProcess;
 }
 
-async function start(label: string, script: string, env: Record<string, string>): Promise<Started> {
+/** `args`: what follows `node` (Countersign as production starts it: `scripts/start.mjs`, its bundle). */
+async function start(label: string, args: string[], env: Record<string, string>): Promise<Started> {
   const port = await freePort();
   const profile = process.env.BENCH_HTTP_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_HTTP_CPU_PROF}/${label}`] : [];
-  const child = spawn(process.execPath, [...profile, "--import", "tsx", script], {
+  const child = spawn(process.execPath, [...profile, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1" },
     // Countersign logs one line per operation (LOG_LEVEL info, its default): written, then dropped.
@@ -427,8 +428,9 @@ export async function run(): Promise<BenchRow[]> {
     let bare: Started | undefined;
     let countersign: Started | undefined;
     try {
-      bare = await start("bare-yoga", "bench/http-bare.ts", { BENCH_VIEWER_NAME: VIEWER_NAME });
-      countersign = await start("countersign", "src/main.ts", {
+      bare = await start("bare-yoga", ["--import", "tsx", "bench/http-bare.ts"], { BENCH_VIEWER_NAME: VIEWER_NAME });
+      // The production command (docs/operations.md): the server's bundle, not the sources under tsx.
+      countersign = await start("countersign", ["scripts/start.mjs"], {
         DATABASE_URL: BENCH_DATABASE_URL,
         DATABASE_SCHEMA: schema,
         REDIS_URL,
