@@ -86,9 +86,23 @@ const TOKENS_SQL = `
     FROM api_tokens t JOIN users u ON u.id = t."userId"
    WHERE t."tokenHash" = ANY($1::text[]) AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`;
 
-/** A token read for a socket: the viewer and epoch, and whether the token is live (liveTokenIds' rule) as a socket's must be. */
+/** A token read for a socket: the viewer and epoch, and whether the token is live (liveTokenIds' rule) as a socket's must be. Shared by the reads of one batch: read only. */
 export interface SocketAuthenticated extends Authenticated {
-  live: boolean;
+  readonly viewer: Viewer;
+  readonly live: boolean;
+}
+
+/** Whether two reads of a token found the same viewer (a socket's operations then share its object). */
+export function sameViewer(a: Viewer, b: Viewer): boolean {
+  return (
+    a.tokenId === b.tokenId &&
+    a.userId === b.userId &&
+    a.orgId === b.orgId &&
+    a.name === b.name &&
+    a.email === b.email &&
+    a.isServiceAccount === b.isServiceAccount &&
+    (a.expiresAt ?? null)?.getTime() === (b.expiresAt ?? null)?.getTime()
+  );
 }
 
 interface Waiter {
@@ -131,7 +145,10 @@ export class SocketTokenReads {
       const byHash = new Map(rows.map((r) => [r.tokenHash, r]));
       for (const [hash, waiters] of batch) {
         const row = byHash.get(hash);
-        for (const w of waiters) w.resolve(row ? { viewer: viewerOf(row), authzEpoch: row.authzEpoch, live: row.live } : null);
+        // One answer per token, shared by the reads it answers (a viewer is never written to):
+        // a subscriber's context holds it for as long as it lives.
+        const answer = row ? { viewer: viewerOf(row), authzEpoch: row.authzEpoch, live: row.live } : null;
+        for (const w of waiters) w.resolve(answer);
       }
     } catch (error) {
       for (const waiters of batch.values()) for (const w of waiters) w.reject(error);
