@@ -39,6 +39,7 @@ import {
 } from "graphql";
 import { isPromise, type Plugin } from "graphql-yoga";
 import type { Context, SubscriptionSink } from "./context.js";
+import { forgetDecidedScopes } from "./helpers.js";
 
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
 const PURE: Record<string, ReadonlySet<string> | null> = {
@@ -77,8 +78,13 @@ const PURE: Record<string, ReadonlySet<string> | null> = {
  */
 export const DIRECT_DELIVERY = Symbol("directDelivery");
 
+/** Writes an event to the transport; false when it did not (the ordinary path takes it). */
+export interface DirectWriter {
+  write(event: unknown): boolean;
+}
+
 export interface DirectDeliverable {
-  [DIRECT_DELIVERY]?: (direct: (event: unknown) => boolean) => void;
+  [DIRECT_DELIVERY]?: (writer: DirectWriter) => void;
 }
 
 /** Document → its text when every selected field is pure, else null. */
@@ -157,8 +163,19 @@ function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
   let shared = byKey.get(key);
   if (!shared) {
     const entry: Shared = { result: execute({ ...args, rootValue: event }) };
-    // Once settled, later subscribers get the result itself rather than a promise of it.
-    if (isPromise(entry.result)) void entry.result.then((value) => (entry.result = value), () => {});
+    // Once settled, later subscribers get the result itself rather than a promise of it. The
+    // scopes decided while executing stay with no subscriber's context: whichever ran it, it
+    // lives as long as its subscription (docs/benchmarks.md, "What a subscriber costs").
+    const context = args.contextValue as Context;
+    if (isPromise(entry.result)) {
+      void entry.result.then(
+        (value) => {
+          entry.result = value;
+          forgetDecidedScopes(context);
+        },
+        () => forgetDecidedScopes(context),
+      );
+    } else forgetDecidedScopes(context);
     byKey.set(key, (shared = entry));
   }
   return shared;
@@ -169,7 +186,7 @@ function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
  * subscriber for as long as it subscribes, and its methods are shared by all of them
  * (docs/benchmarks.md, "What a subscriber costs").
  */
-class SharedStream implements AsyncIterableIterator<ExecutionResult> {
+class SharedStream implements AsyncIterableIterator<ExecutionResult>, DirectWriter {
   /** The start of this subscription's `next` messages, for direct delivery (null without a sink). */
   private readonly prefix: string | null = null;
   private readonly sink: SubscriptionSink | undefined;
@@ -183,7 +200,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
     if (sink && source[DIRECT_DELIVERY]) {
       this.sink = sink;
       this.prefix = `{"id":${JSON.stringify(sink.id)},"type":"next","payload":`;
-      source[DIRECT_DELIVERY]((event) => this.direct(event));
+      source[DIRECT_DELIVERY](this);
     }
   }
 
@@ -192,7 +209,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
   }
 
   /** Writes the event's result straight to the socket, as a `next` message serialized once per event; false when it must take the ordinary path. */
-  private direct(event: unknown): boolean {
+  write(event: unknown): boolean {
     if (typeof event !== "object" || event === null) return false;
     const shared = sharedFor(this.args, this.key, event);
     if (shared.payload === undefined) {
@@ -200,7 +217,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
       if (isPromise(result)) return false; // not settled yet: this time, the ordinary path
       shared.payload = result.errors && result.errors.length > 0 ? null : JSON.stringify(result);
     }
-    return shared.payload !== null && this.sink!.send(`${this.prefix}${shared.payload}}`);
+    return shared.payload !== null && this.sink !== undefined && this.sink.send(`${this.prefix}${shared.payload}}`);
   }
 
   /** As graphql's own mapping does: an error from the stream is located at the operation. */

@@ -9,11 +9,9 @@ export class LatestQueue<T extends { version: number }> implements AsyncIterable
   private waiter: ((r: IteratorResult<T>) => void) | null = null;
   private ending = false;
   private closed = false;
-  private readonly onClose: () => void;
 
-  constructor(onClose: () => void = () => {}) {
-    this.onClose = onClose;
-  }
+  /** `owner.queueClosed()` runs once, when the queue closes (an object, not a closure: one queue lives per subscriber). */
+  constructor(private readonly owner: { queueClosed(): void } | null = null) {}
 
   push(message: T): void {
     if (this.closed || this.ending || message.version <= this.maxVersion) return;
@@ -32,9 +30,9 @@ export class LatestQueue<T extends { version: number }> implements AsyncIterable
    * is already waiting for its next message (so everything before it has been handed on: order
    * is kept). True if `direct` took it; false leaves the message to push().
    */
-  deliverDirect(message: T, direct: (message: T) => boolean): boolean {
+  deliverDirect(message: T, direct: { write(message: T): boolean }): boolean {
     if (this.closed || this.ending || this.pending || !this.waiter || message.version <= this.maxVersion) return false;
-    if (!direct(message)) return false;
+    if (!direct.write(message)) return false;
     this.maxVersion = message.version;
     return true;
   }
@@ -81,6 +79,6 @@ export class LatestQueue<T extends { version: number }> implements AsyncIterable
     if (this.closed) return;
     this.closed = true;
     this.pending = null;
-    this.onClose();
+    this.owner?.queueClosed();
   }
 }
