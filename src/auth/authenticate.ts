@@ -90,7 +90,12 @@ const TOKENS_SQL = `
 export interface SocketAuthenticated extends Authenticated {
   readonly viewer: Viewer;
   readonly live: boolean;
+  /** The token's hash, as one string for every read that agrees on the viewer (a socket keeps it). */
+  readonly tokenHash: string;
 }
+
+/** How many tokens' last viewers SocketTokenReads keeps for sharing (past it, it starts over). */
+const SHARED_VIEWERS = 10_000;
 
 /** Whether two reads of a token found the same viewer (a socket's operations then share its object). */
 export function sameViewer(a: Viewer, b: Viewer): boolean {
@@ -121,8 +126,24 @@ interface Waiter {
  */
 export class SocketTokenReads {
   private pending: Map<string, Waiter[]> | null = null;
+  /**
+   * Each token's last answer: a read that finds the same viewer (sameViewer) answers with that
+   * object and hash string, so the sockets and operations of one token share them instead of a
+   * copy each (they live as long as the subscriptions: docs/benchmarks.md, "What a subscriber
+   * costs"). Only memory is shared: every read is still its own statement's answer.
+   */
+  private readonly lastViewers = new Map<string, { tokenHash: string; viewer: Viewer }>();
 
   constructor(private readonly sql: SqlRunner) {}
+
+  private shared(tokenHash: string, fresh: Viewer): { tokenHash: string; viewer: Viewer } {
+    const last = this.lastViewers.get(tokenHash);
+    if (last && sameViewer(last.viewer, fresh)) return last;
+    if (!last && this.lastViewers.size >= SHARED_VIEWERS) this.lastViewers.clear();
+    const kept = { tokenHash, viewer: fresh };
+    this.lastViewers.set(tokenHash, kept);
+    return kept;
+  }
 
   read(tokenHash: string | null): Promise<SocketAuthenticated | null> {
     if (!tokenHash) return Promise.resolve(null);
@@ -147,7 +168,7 @@ export class SocketTokenReads {
         const row = byHash.get(hash);
         // One answer per token, shared by the reads it answers (a viewer is never written to):
         // a subscriber's context holds it for as long as it lives.
-        const answer = row ? { viewer: viewerOf(row), authzEpoch: row.authzEpoch, live: row.live } : null;
+        const answer = row ? { ...this.shared(hash, viewerOf(row)), authzEpoch: row.authzEpoch, live: row.live } : null;
         for (const w of waiters) w.resolve(answer);
       }
     } catch (error) {

@@ -312,12 +312,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         }
         let viewer: Viewer | null;
         let live: boolean;
+        let sharedHash: string | undefined;
         try {
           // The token and its liveness (liveTokenIds' rule) in one read, batched with the
           // connections and operations arriving beside it.
           const read = await socketTokens.read(tokenHash);
           viewer = read?.viewer ?? null;
           live = read?.live ?? false;
+          sharedHash = read?.tokenHash;
         } catch (error) {
           // The database cannot say who this is: refuse for now with a code clients retry
           // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
@@ -332,7 +334,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           return false;
         }
         known.remember(tokenHash!);
-        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, tokenHash!, `${++socketSeq}`);
+        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, sharedHash ?? tokenHash!, `${++socketSeq}`);
         extra.live = socket;
         sockets.add(socket);
         // Closed while we were authenticating: onClose has run already.

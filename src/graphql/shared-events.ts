@@ -85,6 +85,12 @@ export interface DirectWriter {
 
 export interface DirectDeliverable {
   [DIRECT_DELIVERY]?: (writer: DirectWriter) => void;
+  /**
+   * next(), resolving with what `mapper` makes of the event, or null when the source cannot (then
+   * SharedStream maps next()'s result itself): one promise per event, not two (the hub's
+   * queues, through src/graphql/schema/gate.ts).
+   */
+  nextMapped?: <R>(mapper: { mapMessage(event: unknown): IteratorResult<R> | Promise<IteratorResult<R>> }) => Promise<IteratorResult<R>> | null;
 }
 
 /** Document → its text when every selected field is pure, else null. */
@@ -95,6 +101,21 @@ interface Shared {
   /** The result as a `next` message's payload; null when it must take the ordinary path (errors). */
   payload?: string | null;
 }
+/**
+ * Operation keys in use, interned: the subscribers of one plan with one query hold one string,
+ * not a copy each (they hold it as long as they subscribe). Started over past MAX_KEYS: sharing
+ * saves memory and decides nothing.
+ */
+const keys = new Map<string, string>();
+const MAX_KEYS = 10_000;
+function internedKey(key: string): string {
+  const known = keys.get(key);
+  if (known !== undefined) return known;
+  if (keys.size >= MAX_KEYS) keys.clear();
+  keys.set(key, key);
+  return key;
+}
+
 /** Event object → operation key → its execution. Dropped with the event. */
 const results = new WeakMap<object, Map<string, Shared>>();
 
@@ -229,9 +250,18 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult>, DirectWrit
     throw located(error);
   }
 
+  /** An event's result, as next() resolves with it (the source's nextMapped calls this). */
+  mapMessage(event: unknown): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> {
+    const result = this.resultFor(event);
+    return isPromise(result) ? result.then((value) => ({ value, done: false })) : { value: result, done: false };
+  }
+
   // No async function in between: a result already executed for this event (every subscriber
-  // after the first) is handed on in the same tick.
+  // after the first) is handed on in the same tick. A source that maps for us (the hub's queue,
+  // once started) resolves its own promise with the result: nothing is chained per event.
   next(): Promise<IteratorResult<ExecutionResult>> {
+    const mapped = this.source.nextMapped?.(this);
+    if (mapped) return mapped;
     return this.source.next().then(
       (r): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> => {
         if (r.done) return r;
@@ -266,7 +296,7 @@ export function useSharedEventResults(): Plugin {
       setSubscribeFn(((a: ExecutionArgs) => {
         const text = textOf(a);
         if (text === null) return subscribeFn(a);
-        return sharedSubscribe(a, `${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`);
+        return sharedSubscribe(a, internedKey(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
       }));
     },
   };

@@ -384,6 +384,12 @@ class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
     return { value: undefined, done: true };
   }
 
+  /** Once started, the hub's queue maps the message itself (shared-events.ts); null before. */
+  nextMapped<R>(mapper: { mapMessage(message: unknown): IteratorResult<R> | Promise<IteratorResult<R>> }): Promise<IteratorResult<R>> | null {
+    const started = this.started as (AsyncIterator<T> & Pick<DirectDeliverable, "nextMapped">) | null;
+    return !this.finished && started?.nextMapped ? started.nextMapped(mapper) : null;
+  }
+
   [DIRECT_DELIVERY](writer: DirectWriter): void {
     if (!this.inner) this.direct = writer;
   }
