@@ -5,7 +5,9 @@
 //
 // - keep-alive is one timer for every socket, not one interval per socket: every KEEP_ALIVE_MS
 //   each open socket is pinged, and one that has not answered the previous ping by then is
-//   terminated (useServer's rule: no pong within KEEP_ALIVE_MS of a ping);
+//   terminated (useServer's rule: no pong within KEEP_ALIVE_MS of a ping). A tick that comes
+//   late (this process was busy: a long GC, a heap snapshot) terminates nobody: after such a
+//   stall timers run before the sockets are read, so pongs that did arrive would look missing;
 // - the message handler is not an async function: useServer's awaits the operation, so the raw
 //   `subscribe` message (a Buffer and its string) stayed in its suspended frame for the whole
 //   life of a subscription;
@@ -75,9 +77,14 @@ export function serveGraphqlWs<P extends Record<string, unknown> | undefined, E 
   /** Sockets pinged by the last keep-alive tick that have not answered yet. */
   const awaitingPong = new Set<WebSocket>();
   const keepAliveMs = binding.keepAliveMs ?? KEEP_ALIVE_MS;
+  let lastTick = performance.now();
   const keepAlive =
     keepAliveMs > 0 && Number.isFinite(keepAliveMs)
       ? setInterval(() => {
+          const now = performance.now();
+          // Late by half an interval or more: the pongs may be unread yet, so nobody is judged.
+          if (now - lastTick >= keepAliveMs * 1.5) awaitingPong.clear();
+          lastTick = now;
           for (const socket of wsServer.clients) {
             if (socket.readyState !== socket.OPEN) continue;
             if (awaitingPong.has(socket)) {

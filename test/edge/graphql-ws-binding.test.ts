@@ -96,6 +96,26 @@ describe("the graphql-ws binding", () => {
     answering.ws.close();
   });
 
+  it("a keep-alive tick that comes late (the process was stalled) terminates nobody whose pong is still unread", async () => {
+    const keepAliveMs = 300;
+    const { url } = await serve({ keepAliveMs });
+    const answering = socket(url);
+    await answering.opened;
+    // Right after answering the first ping, stall this process (server and client alike) for
+    // more than two intervals: the pong is sent, but the server reads it only after its late tick.
+    const stalled = new Promise<void>((resolve) =>
+      answering.ws.once("ping", () => {
+        const until = performance.now() + keepAliveMs * 2.5;
+        while (performance.now() < until);
+        resolve();
+      }),
+    );
+    await stalled;
+    await new Promise((resolve) => setTimeout(resolve, keepAliveMs));
+    expect(answering.ws.readyState).toBe(WebSocket.OPEN);
+    answering.ws.close();
+  });
+
   it("closes a socket that sends no connection_init in time with 4408; one that does is not closed", async () => {
     const { url } = await serve({ initWaitMs: 150 });
     const idle = socket(url);
