@@ -1,14 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from "node:http";
 import { createYoga, maskError, type YogaInitialContext } from "graphql-yoga";
-import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer, type WebSocket } from "ws";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticateWithEpoch } from "./auth/authenticate.js";
+import { authenticateWithEpoch, sameViewer, type Viewer } from "./auth/authenticate.js";
 import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import { EpochCache, type PrincipalCache } from "./authz/principal.js";
@@ -34,6 +33,7 @@ import { createDashboardHttp } from "./dashboard/http.js";
 import { AppError } from "./errors.js";
 import { EXPLORER_ASSETS, explorerOptions, renderExplorer } from "./dashboard/explorer.js";
 import { createOperatorControls } from "./edge/operator.js";
+import { serveGraphqlWs } from "./edge/graphql-ws.js";
 import { createGithubReceiver, GITHUB_MAX_BODY_BYTES, GITHUB_WEBHOOK_PREFIX } from "./services/github.js";
 import { createSlackInteractivity, SLACK_INTERACTIVITY_PREFIX, SLACK_MAX_BODY_BYTES } from "./services/slack.js";
 import { createHcpRunTaskReceiver, HCP_MAX_BODY_BYTES, HCP_RUN_TASK_PREFIX } from "./services/hcp-run-task.js";
@@ -239,9 +239,8 @@ export function createApp(deps: Infra) {
   const principals: PrincipalCache = new EpochCache();
 
   /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
-  async function buildContext(tokenHash: string | null, requestId: string, onSocket = false): Promise<Context> {
-    // An operation on a socket reads its token batched with those arriving beside it.
-    const authenticated = onSocket ? await operator.socketTokens.read(tokenHash) : await authenticateWithEpoch(db.sql, tokenHash);
+  async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {
+    const authenticated = await authenticateWithEpoch(db.sql, tokenHash);
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return {
@@ -255,6 +254,51 @@ export function createApp(deps: Infra) {
       upstreams: services.approvals.upstreams,
       loaders: new RequestLoaders(),
     };
+  }
+
+  /**
+   * An operation on a socket: what yoga adds to its SocketOperation (the initial context, which
+   * gives it its logger). Its token is read batched with those arriving beside it, and while the
+   * read agrees with the socket's it shares the socket's viewer object.
+   */
+  async function buildSocketContext(initial: SocketOperation, tokenHash: string | null, requestId: string): Promise<Omit<Context, "logger">> {
+    const authenticated = await operator.socketTokens.read(tokenHash);
+    let viewer = authenticated?.viewer ?? null;
+    if (viewer && initial.socketViewer && sameViewer(viewer, initial.socketViewer)) viewer = initial.socketViewer;
+    if (viewer) operator.authenticated(tokenHash!);
+    return {
+      requestId,
+      db,
+      events,
+      viewer,
+      authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
+      config: deps.config,
+      upstreams: services.approvals.upstreams,
+      loaders: new RequestLoaders(),
+    };
+  }
+
+  /**
+   * The initial context of an operation on a socket (graphql-ws's onSubscribe below): yoga's
+   * context factory adds the rest (buildSocketContext) to this object. Its logger is a child made
+   * each time it is asked for, not kept: a subscription's context lives as long as the
+   * subscription, and logs once, when it starts (docs/benchmarks.md, "What a subscriber costs").
+   */
+  class SocketOperation {
+    declare requestId: string;
+    declare viewer: Viewer | null;
+
+    constructor(
+      readonly params: unknown,
+      readonly connectionParams: Readonly<Record<string, unknown>> | undefined,
+      /** What the socket authenticated as (its operations' contexts share it while their reads agree). */
+      readonly socketViewer: Viewer | null,
+      readonly request: Request,
+    ) {}
+
+    get logger(): Context["logger"] {
+      return logger.child({ requestId: this.requestId, userId: this.viewer?.userId });
+    }
   }
 
   const yoga = createYoga<{ req?: IncomingMessage }, Context>({
@@ -271,11 +315,12 @@ export function createApp(deps: Infra) {
     cors: operator.cors,
     context: async (initial: YogaInitialContext & { req?: IncomingMessage; connectionParams?: Record<string, unknown> }) => {
       const requestId = initial.request.headers.get("x-request-id") ?? randomUUID();
-      // A graphql-ws operation (onSubscribe below always passes connectionParams): its token.
-      if ("connectionParams" in initial) {
+      // A graphql-ws operation (onSubscribe below): its token.
+      if (initial instanceof SocketOperation) {
         const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
         const bearer = typeof fromWs === "string" ? bearerFrom(fromWs) : null;
-        return buildContext(bearer ? hashToken(bearer) : null, requestId, true);
+        // Without `logger`: yoga assigns this onto `initial`, whose logger is its own (SocketOperation).
+        return buildSocketContext(initial, bearer ? hashToken(bearer) : null, requestId) as Promise<Context>;
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
@@ -388,9 +433,8 @@ export function createApp(deps: Infra) {
   const WS_OPERATION_REQUEST = new Request(`http://localhost${yoga.graphqlEndpoint}`, { method: "POST" });
   // A message over the body limit closes the socket with 1009 (message too big) before parsing.
   const wsServer = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint, maxPayload: deps.config.maxBodyBytes });
-  const wsCleanup = useServer(
+  const wsCleanup = serveGraphqlWs(
     {
-      connectionInitWaitTimeout: operator.ws.connectionInitWaitTimeout,
       onConnect: operator.ws.onConnect,
       onComplete: operator.ws.onComplete,
       onClose: operator.ws.onClose,
@@ -403,13 +447,9 @@ export function createApp(deps: Infra) {
         if (refused) return refused;
         // The operation's context starts from what it reads of the socket, not a copy of
         // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
-        const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          req: ctx.extra.request,
-          socket: ctx.extra.socket,
-          params,
-          connectionParams: ctx.connectionParams,
-          request: WS_OPERATION_REQUEST,
-        });
+        const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped(
+          new SocketOperation(params, ctx.connectionParams, ctx.extra.live?.viewer ?? null, WS_OPERATION_REQUEST),
+        );
         let document: DocumentNode;
         try {
           document = parse(params.query);
@@ -436,6 +476,7 @@ export function createApp(deps: Infra) {
       }, { logger, retryAfterSeconds: deps.config.unavailableRetryAfterSeconds }),
     },
     wsServer,
+    { extra: operator.ws.extra, connectionInitWaitTimeout: operator.ws.connectionInitWaitTimeout, logger: logger.child({ module: "websockets" }) },
   );
 
   return {

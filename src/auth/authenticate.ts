@@ -86,9 +86,28 @@ const TOKENS_SQL = `
     FROM api_tokens t JOIN users u ON u.id = t."userId"
    WHERE t."tokenHash" = ANY($1::text[]) AND t."revokedAt" IS NULL AND (t."expiresAt" IS NULL OR t."expiresAt" > now())`;
 
-/** A token read for a socket: the viewer and epoch, and whether the token is live (liveTokenIds' rule) as a socket's must be. */
+/** A token read for a socket: the viewer and epoch, and whether the token is live (liveTokenIds' rule) as a socket's must be. Shared by the reads of one batch: read only. */
 export interface SocketAuthenticated extends Authenticated {
-  live: boolean;
+  readonly viewer: Viewer;
+  readonly live: boolean;
+  /** The token's hash, as one string for every read that agrees on the viewer (a socket keeps it). */
+  readonly tokenHash: string;
+}
+
+/** How many tokens' last viewers SocketTokenReads keeps for sharing (past it, it starts over). */
+const SHARED_VIEWERS = 10_000;
+
+/** Whether two reads of a token found the same viewer (a socket's operations then share its object). */
+export function sameViewer(a: Viewer, b: Viewer): boolean {
+  return (
+    a.tokenId === b.tokenId &&
+    a.userId === b.userId &&
+    a.orgId === b.orgId &&
+    a.name === b.name &&
+    a.email === b.email &&
+    a.isServiceAccount === b.isServiceAccount &&
+    (a.expiresAt ?? null)?.getTime() === (b.expiresAt ?? null)?.getTime()
+  );
 }
 
 interface Waiter {
@@ -107,8 +126,24 @@ interface Waiter {
  */
 export class SocketTokenReads {
   private pending: Map<string, Waiter[]> | null = null;
+  /**
+   * Each token's last answer: a read that finds the same viewer (sameViewer) answers with that
+   * object and hash string, so the sockets and operations of one token share them instead of a
+   * copy each (they live as long as the subscriptions: docs/benchmarks.md, "What a subscriber
+   * costs"). Only memory is shared: every read is still its own statement's answer.
+   */
+  private readonly lastViewers = new Map<string, { tokenHash: string; viewer: Viewer }>();
 
   constructor(private readonly sql: SqlRunner) {}
+
+  private shared(tokenHash: string, fresh: Viewer): { tokenHash: string; viewer: Viewer } {
+    const last = this.lastViewers.get(tokenHash);
+    if (last && sameViewer(last.viewer, fresh)) return last;
+    if (!last && this.lastViewers.size >= SHARED_VIEWERS) this.lastViewers.clear();
+    const kept = { tokenHash, viewer: fresh };
+    this.lastViewers.set(tokenHash, kept);
+    return kept;
+  }
 
   read(tokenHash: string | null): Promise<SocketAuthenticated | null> {
     if (!tokenHash) return Promise.resolve(null);
@@ -131,7 +166,10 @@ export class SocketTokenReads {
       const byHash = new Map(rows.map((r) => [r.tokenHash, r]));
       for (const [hash, waiters] of batch) {
         const row = byHash.get(hash);
-        for (const w of waiters) w.resolve(row ? { viewer: viewerOf(row), authzEpoch: row.authzEpoch, live: row.live } : null);
+        // One answer per token, shared by the reads it answers (a viewer is never written to):
+        // a subscriber's context holds it for as long as it lives.
+        const answer = row ? { ...this.shared(hash, viewerOf(row)), authzEpoch: row.authzEpoch, live: row.live } : null;
+        for (const w of waiters) w.resolve(answer);
       }
     } catch (error) {
       for (const waiters of batch.values()) for (const w of waiters) w.reject(error);

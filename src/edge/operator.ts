@@ -30,12 +30,19 @@ const GRAPHQL_PATH = "/graphql";
 
 export const RATE_LIMITED = "RATE_LIMITED";
 
-/** What graphql-ws's server context carries for us (ctx.extra). */
-interface SocketExtra {
-  socket: WebSocket;
-  request: IncomingMessage;
-  /** `leases`: the operations counted toward the token's cap across processes, by graphql-ws id. */
+/**
+ * What graphql-ws's server context carries for us (ctx.extra), made when the socket opens
+ * (src/edge/graphql-ws.ts): the upgrade request itself is not kept for the socket's life.
+ */
+class SocketExtra {
+  /** Set once the socket authenticated (onConnect). */
   live?: AuthenticatedSocket;
+
+  constructor(
+    readonly socket: WebSocket,
+    /** The client's address (X-Forwarded-For from a trusted proxy), for the limits before authentication. */
+    readonly address: string | undefined,
+  ) {}
 }
 interface WsContext {
   connectionParams?: Readonly<Record<string, unknown>>;
@@ -49,27 +56,53 @@ interface WsContext {
  * (docs/benchmarks.md, "What a subscriber costs").
  */
 class AuthenticatedSocket implements LiveSocket {
-  readonly tokenId: string;
-  readonly orgId: string;
-  readonly userId: string;
-  readonly expiresAt: Date | null;
   readonly operations = new Map<string, string>();
-  /** The operations counted toward the token's cap across processes, by graphql-ws id. */
-  readonly leases = new Set<string>();
+  /** The operations counted toward the token's cap across processes, by graphql-ws id (made on the first). */
+  private leaseIds: Set<string> | null = null;
 
   constructor(
     private readonly ctx: WsContext,
     private readonly socket: WebSocket,
-    viewer: Viewer,
-    /** The token's rate-limit key. */
-    readonly rateKey: string,
+    /** Who the socket authenticated as: its operations' contexts share this object while their token reads agree with it. */
+    readonly viewer: Viewer,
+    /** The token's hash. */
+    private readonly tokenHash: string,
     /** This socket's part of its leases' names. */
     readonly leaseId: string,
-  ) {
-    this.tokenId = viewer.tokenId;
-    this.orgId = viewer.orgId;
-    this.userId = viewer.userId;
-    this.expiresAt = viewer.expiresAt ? new Date(viewer.expiresAt) : null;
+  ) {}
+
+  get tokenId(): string {
+    return this.viewer.tokenId;
+  }
+
+  get orgId(): string {
+    return this.viewer.orgId;
+  }
+
+  get userId(): string {
+    return this.viewer.userId;
+  }
+
+  get expiresAt(): Date | null {
+    return this.viewer.expiresAt ?? null;
+  }
+
+  /** The token's rate-limit key. */
+  get rateKey(): string {
+    return `token:${this.tokenHash}`;
+  }
+
+  get leases(): ReadonlySet<string> {
+    return this.leaseIds ?? EMPTY_LEASES;
+  }
+
+  addLease(id: string): void {
+    (this.leaseIds ??= new Set()).add(id);
+  }
+
+  /** False if `id` held no lease. */
+  deleteLease(id: string): boolean {
+    return this.leaseIds?.delete(id) ?? false;
   }
 
   isOpen(id: string): boolean {
@@ -91,6 +124,8 @@ export function outcomeOf(errors: readonly unknown[] | undefined): string {
   // A GraphQLError of its own (variables that do not coerce, a limit) is the request's fault.
   return original && !(original instanceof GraphQLError) ? "UNEXPECTED" : "BAD_REQUEST";
 }
+
+const EMPTY_LEASES: ReadonlySet<string> = new Set();
 
 /** One line, no stack: the first error's message, shortened. */
 function firstMessage(errors: readonly unknown[]): string {
@@ -190,7 +225,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const extraOf = (ctx: WsContext) => ctx.extra as SocketExtra;
   type Live = NonNullable<SocketExtra["live"]>;
   const release = (live: Live, id: string) => {
-    if (live.leases.delete(id)) openOperations.release(live.tokenId, `${live.leaseId}:${id}`);
+    if (live.deleteLease(id)) openOperations.release(live.tokenId, `${live.leaseId}:${id}`);
   };
   /** Operations that ended without onComplete (an execution that failed): their slots go back. */
   const releaseEnded = (live: Live) => {
@@ -259,12 +294,16 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     /** graphql-ws hooks: the socket authenticates once, at connection_init, or is closed. */
     ws: {
       connectionInitWaitTimeout: config.wsInitTimeoutMs,
+      /** A socket's `extra` (src/edge/graphql-ws.ts), from its upgrade request. */
+      extra(socket: WebSocket, request: IncomingMessage): SocketExtra {
+        return new SocketExtra(socket, clientAddress(request));
+      },
       async onConnect(ctx: WsContext): Promise<boolean> {
         const extra = extraOf(ctx);
         const raw = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
         const bearer = bearerFrom(typeof raw === "string" ? raw : null);
         const tokenHash = bearer ? hashToken(bearer) : null;
-        const key = rateKeyOf(known, tokenHash, clientAddress(extra.request));
+        const key = rateKeyOf(known, tokenHash, extra.address);
         const taken = await limiter.take(key);
         if (!taken.ok) {
           metrics.rateLimited("ws_connect");
@@ -274,12 +313,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         }
         let viewer: Viewer | null;
         let live: boolean;
+        let sharedHash: string | undefined;
         try {
           // The token and its liveness (liveTokenIds' rule) in one read, batched with the
           // connections and operations arriving beside it.
           const read = await socketTokens.read(tokenHash);
           viewer = read?.viewer ?? null;
           live = read?.live ?? false;
+          sharedHash = read?.tokenHash;
         } catch (error) {
           // The database cannot say who this is: refuse for now with a code clients retry
           // (1013 "Try Again Later"; a 4500 would make graphql-ws clients give up for good).
@@ -288,13 +329,13 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           return false;
         }
         if (!viewer || !live) {
-          logger.info({ address: clientAddress(extra.request) }, "websocket refused: no valid token in connection_init");
+          logger.info({ address: extra.address }, "websocket refused: no valid token in connection_init");
           // 4401: graphql-ws clients do not retry it (4403, the library's default here, they do).
           extra.socket.close(TOKEN_INVALID_CLOSE.code, "Unauthorized: send a valid token as connectionParams.authorization");
           return false;
         }
         known.remember(tokenHash!);
-        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, `token:${tokenHash!}`, `${++socketSeq}`);
+        const socket = new AuthenticatedSocket(ctx, extra.socket, viewer, sharedHash ?? tokenHash!, `${++socketSeq}`);
         extra.live = socket;
         sockets.add(socket);
         // Closed while we were authenticating: onClose has run already.
@@ -331,7 +372,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
             metrics.rateLimited("ws_subscriptions");
             return [rateLimitedError(`Too many open subscriptions: at most ${maxOps} per token. Complete one first.`)];
           }
-          live.leases.add(id);
+          live.addLease(id);
           // Ended while the lease was taken (the client completed it, the socket closed).
           if (!live.isOpen(id) || extraOf(ctx).socket.readyState !== extraOf(ctx).socket.OPEN) release(live, id);
         }

@@ -1,6 +1,7 @@
 // Shared resolver code (as squiggle keeps it in graphql/helpers/): the gate, plan, reservation,
 // resource-policy and workspace schema files all use these.
 import DataLoader from "dataloader";
+import { RequestCache } from "@pothos/plugin-scope-auth";
 import { InvalidStateError, NotFoundError } from "../errors.js";
 import type { User } from "../generated/prisma/client.js";
 import type { Context } from "./context.js";
@@ -19,6 +20,15 @@ export const SIGNED_IN = { authenticated: true } as const;
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 /** A service's dependencies; from a signed-in field's context, its authz has the viewer in the type. */
 export const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events, config: ctx.config });
+
+/**
+ * Forgets the scopes scope-auth decided for this context (its cache per context), once a
+ * subscription is set up: the context lives as long as the subscription, and nothing decided
+ * while subscribing is read again (an event's execution that checks a scope decides it anew).
+ */
+export function forgetDecidedScopes(ctx: Context): void {
+  RequestCache.clearForContext(ctx);
+}
 
 /** A single-object query answers null for what the caller may not see (never leaking why). */
 export function notFoundAsNull(error: unknown): null {

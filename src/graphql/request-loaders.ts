@@ -12,22 +12,24 @@ export interface PerRequest<Ctx, T> {
 
 /** What a context carries for `perRequest` (Context.loaders). */
 export class RequestLoaders {
-  readonly #made = new Map<object, unknown>();
+  /** Made on the first loader: most subscriptions' contexts never ask for one, and live as long as they do. */
+  #made: Map<object, unknown> | null = null;
 
   /** The instance stored under `key`, made by `make` on first use. */
   get<T>(key: PerRequest<never, T>, make: () => T): T {
-    if (this.#made.has(key)) {
+    const made = (this.#made ??= new Map());
+    if (made.has(key)) {
       // Only `get` stores under a key, and always the T its own `make` returned.
-      return this.#made.get(key) as T;
+      return made.get(key) as T;
     }
-    const made = make();
-    this.#made.set(key, made);
-    return made;
+    const value = make();
+    made.set(key, value);
+    return value;
   }
 
   /** Forgets every instance: the next read makes new ones (a subscription, on each event). */
   clear(): void {
-    this.#made.clear();
+    this.#made = null;
   }
 }
 

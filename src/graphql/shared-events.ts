@@ -39,6 +39,7 @@ import {
 } from "graphql";
 import { isPromise, type Plugin } from "graphql-yoga";
 import type { Context, SubscriptionSink } from "./context.js";
+import { forgetDecidedScopes } from "./helpers.js";
 
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
 const PURE: Record<string, ReadonlySet<string> | null> = {
@@ -77,8 +78,19 @@ const PURE: Record<string, ReadonlySet<string> | null> = {
  */
 export const DIRECT_DELIVERY = Symbol("directDelivery");
 
+/** Writes an event to the transport; false when it did not (the ordinary path takes it). */
+export interface DirectWriter {
+  write(event: unknown): boolean;
+}
+
 export interface DirectDeliverable {
-  [DIRECT_DELIVERY]?: (direct: (event: unknown) => boolean) => void;
+  [DIRECT_DELIVERY]?: (writer: DirectWriter) => void;
+  /**
+   * next(), resolving with what `mapper` makes of the event, or null when the source cannot (then
+   * SharedStream maps next()'s result itself): one promise per event, not two (the hub's
+   * queues, through src/graphql/schema/gate.ts).
+   */
+  nextMapped?: <R>(mapper: { mapMessage(event: unknown): IteratorResult<R> | Promise<IteratorResult<R>> }) => Promise<IteratorResult<R>> | null;
 }
 
 /** Document → its text when every selected field is pure, else null. */
@@ -89,6 +101,21 @@ interface Shared {
   /** The result as a `next` message's payload; null when it must take the ordinary path (errors). */
   payload?: string | null;
 }
+/**
+ * Operation keys in use, interned: the subscribers of one plan with one query hold one string,
+ * not a copy each (they hold it as long as they subscribe). Started over past MAX_KEYS: sharing
+ * saves memory and decides nothing.
+ */
+const keys = new Map<string, string>();
+const MAX_KEYS = 10_000;
+function internedKey(key: string): string {
+  const known = keys.get(key);
+  if (known !== undefined) return known;
+  if (keys.size >= MAX_KEYS) keys.clear();
+  keys.set(key, key);
+  return key;
+}
+
 /** Event object → operation key → its execution. Dropped with the event. */
 const results = new WeakMap<object, Map<string, Shared>>();
 
@@ -157,8 +184,19 @@ function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
   let shared = byKey.get(key);
   if (!shared) {
     const entry: Shared = { result: execute({ ...args, rootValue: event }) };
-    // Once settled, later subscribers get the result itself rather than a promise of it.
-    if (isPromise(entry.result)) void entry.result.then((value) => (entry.result = value), () => {});
+    // Once settled, later subscribers get the result itself rather than a promise of it. The
+    // scopes decided while executing stay with no subscriber's context: whichever ran it, it
+    // lives as long as its subscription (docs/benchmarks.md, "What a subscriber costs").
+    const context = args.contextValue as Context;
+    if (isPromise(entry.result)) {
+      void entry.result.then(
+        (value) => {
+          entry.result = value;
+          forgetDecidedScopes(context);
+        },
+        () => forgetDecidedScopes(context),
+      );
+    } else forgetDecidedScopes(context);
     byKey.set(key, (shared = entry));
   }
   return shared;
@@ -169,7 +207,7 @@ function sharedFor(args: ExecutionArgs, key: string, event: object): Shared {
  * subscriber for as long as it subscribes, and its methods are shared by all of them
  * (docs/benchmarks.md, "What a subscriber costs").
  */
-class SharedStream implements AsyncIterableIterator<ExecutionResult> {
+class SharedStream implements AsyncIterableIterator<ExecutionResult>, DirectWriter {
   /** The start of this subscription's `next` messages, for direct delivery (null without a sink). */
   private readonly prefix: string | null = null;
   private readonly sink: SubscriptionSink | undefined;
@@ -183,7 +221,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
     if (sink && source[DIRECT_DELIVERY]) {
       this.sink = sink;
       this.prefix = `{"id":${JSON.stringify(sink.id)},"type":"next","payload":`;
-      source[DIRECT_DELIVERY]((event) => this.direct(event));
+      source[DIRECT_DELIVERY](this);
     }
   }
 
@@ -192,7 +230,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
   }
 
   /** Writes the event's result straight to the socket, as a `next` message serialized once per event; false when it must take the ordinary path. */
-  private direct(event: unknown): boolean {
+  write(event: unknown): boolean {
     if (typeof event !== "object" || event === null) return false;
     const shared = sharedFor(this.args, this.key, event);
     if (shared.payload === undefined) {
@@ -200,7 +238,7 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
       if (isPromise(result)) return false; // not settled yet: this time, the ordinary path
       shared.payload = result.errors && result.errors.length > 0 ? null : JSON.stringify(result);
     }
-    return shared.payload !== null && this.sink!.send(`${this.prefix}${shared.payload}}`);
+    return shared.payload !== null && this.sink !== undefined && this.sink.send(`${this.prefix}${shared.payload}}`);
   }
 
   /** As graphql's own mapping does: an error from the stream is located at the operation. */
@@ -212,9 +250,18 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult> {
     throw located(error);
   }
 
+  /** An event's result, as next() resolves with it (the source's nextMapped calls this). */
+  mapMessage(event: unknown): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> {
+    const result = this.resultFor(event);
+    return isPromise(result) ? result.then((value) => ({ value, done: false })) : { value: result, done: false };
+  }
+
   // No async function in between: a result already executed for this event (every subscriber
-  // after the first) is handed on in the same tick.
+  // after the first) is handed on in the same tick. A source that maps for us (the hub's queue,
+  // once started) resolves its own promise with the result: nothing is chained per event.
   next(): Promise<IteratorResult<ExecutionResult>> {
+    const mapped = this.source.nextMapped?.(this);
+    if (mapped) return mapped;
     return this.source.next().then(
       (r): IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>> => {
         if (r.done) return r;
@@ -249,7 +296,7 @@ export function useSharedEventResults(): Plugin {
       setSubscribeFn(((a: ExecutionArgs) => {
         const text = textOf(a);
         if (text === null) return subscribeFn(a);
-        return sharedSubscribe(a, `${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`);
+        return sharedSubscribe(a, internedKey(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
       }));
     },
   };

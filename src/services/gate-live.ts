@@ -29,8 +29,10 @@ import { recomputeRound, type RoundTally } from "./gate-live/recompute.js";
 import {
   SubscriberRegistry,
   TERMINAL,
+  type DirectWriter,
   type Dirty,
   type PlanSubscriber,
+  type Refreshable,
   type Subscriber,
   type Viewer,
   type WorkspaceGates,
@@ -39,7 +41,7 @@ import {
 } from "./gate-live/registry.js";
 import { RoundScheduler } from "./gate-live/rounds.js";
 
-export { LatestQueue, type WorkspaceGates };
+export { LatestQueue, type DirectWriter, type Refreshable, type WorkspaceGates };
 
 /** How many finished rounds recentRounds keeps. */
 const RECENT_ROUNDS = 50;
@@ -99,22 +101,12 @@ export class GateHub {
     return this.initial.planHead(orgId, planId);
   }
 
-  /** Caller has authorized the viewer for the plan. Resolves once events are flowing. */
-  async watchPlan(
-    viewer: Viewer,
-    head: PlanHead,
-    refresh: () => void,
-    direct?: (message: GateSnapshot) => boolean,
-  ): Promise<LatestQueue<GateSnapshot>> {
-    const sub: PlanSubscriber = {
-      kind: "plan",
-      viewer,
-      planId: head.id,
-      workspaceId: head.workspaceId,
-      refresh,
-      direct,
-      queue: new LatestQueue<GateSnapshot>(() => this.remove(sub)),
-    };
+  /**
+   * Caller has authorized the viewer for the plan. Resolves once events are flowing. `authz` is
+   * refreshed before each delivery (the subscription's context re-reads its principal).
+   */
+  async watchPlan(viewer: Viewer, head: PlanHead, authz: Refreshable, direct?: DirectWriter<GateSnapshot>): Promise<LatestQueue<GateSnapshot>> {
+    const sub = new PlanSubscription(this, viewer, head.id, head.workspaceId, authz, direct);
     await this.register(sub);
     void this.initial.plan(head.orgId, head.id).then(
       (snapshot) => {
@@ -127,20 +119,8 @@ export class GateHub {
     return sub.queue;
   }
 
-  async watchWorkspace(
-    viewer: Viewer,
-    workspace: WorkspaceHead,
-    refresh: () => void,
-    direct?: (message: WorkspaceGates) => boolean,
-  ): Promise<LatestQueue<WorkspaceGates>> {
-    const sub: WorkspaceSubscriber = {
-      kind: "workspace",
-      viewer,
-      workspaceId: workspace.id,
-      refresh,
-      direct,
-      queue: new LatestQueue<WorkspaceGates>(() => this.remove(sub)),
-    };
+  async watchWorkspace(viewer: Viewer, workspace: WorkspaceHead, authz: Refreshable, direct?: DirectWriter<WorkspaceGates>): Promise<LatestQueue<WorkspaceGates>> {
+    const sub = new WorkspaceSubscription(this, viewer, workspace.id, authz, direct);
     await this.register(sub);
     void this.initial.workspace(workspace).then(
       (message) => sub.queue.push(message),
@@ -160,7 +140,8 @@ export class GateHub {
     }
   }
 
-  private remove(sub: Subscriber) {
+  /** A subscriber's queue closed (the subscription ended): it is no longer watched. */
+  remove(sub: Subscriber): void {
     if (!this.registry.remove(sub)) return;
     if (!this.registry.watchesOrg(sub.viewer.orgId)) this.caches.drop(sub.viewer.orgId);
     if (this.registry.size === 0) this.bus.stop();
@@ -175,5 +156,44 @@ export class GateHub {
     this.recentRounds.push(tally);
     for (const listener of this.roundListeners) listener({ ...tally, seconds: (performance.now() - dirty.since) / 1000 });
     if (this.recentRounds.length > RECENT_ROUNDS) this.recentRounds.shift();
+  }
+}
+
+// The hub's subscribers are classes, not object literals with closures: one lives per subscriber
+// for as long as it subscribes, and its queue reports closing to it (docs/benchmarks.md, "What a
+// subscriber costs").
+
+class PlanSubscription implements PlanSubscriber {
+  readonly kind = "plan";
+  readonly queue: LatestQueue<GateSnapshot> = new LatestQueue<GateSnapshot>(this);
+
+  constructor(
+    private readonly hub: GateHub,
+    readonly viewer: Viewer,
+    readonly planId: string,
+    readonly workspaceId: string,
+    readonly authz: Refreshable,
+    readonly direct: DirectWriter<GateSnapshot> | undefined,
+  ) {}
+
+  queueClosed(): void {
+    this.hub.remove(this);
+  }
+}
+
+class WorkspaceSubscription implements WorkspaceSubscriber {
+  readonly kind = "workspace";
+  readonly queue: LatestQueue<WorkspaceGates> = new LatestQueue<WorkspaceGates>(this);
+
+  constructor(
+    private readonly hub: GateHub,
+    readonly viewer: Viewer,
+    readonly workspaceId: string,
+    readonly authz: Refreshable,
+    readonly direct: DirectWriter<WorkspaceGates> | undefined,
+  ) {}
+
+  queueClosed(): void {
+    this.hub.remove(this);
   }
 }

@@ -89,6 +89,13 @@ interface PairIndex {
   readonly acceptsGroups: boolean;
 }
 
+// What most pairs hold for most principals: nothing. Shared, never written (the index is built
+// once and only read), so a principal costs its grants, not two maps per pair of the matrix
+// (a principal is kept per user for as long as the user has live subscriptions).
+const NO_GRANTS: ReadonlyMap<string, Permission> = new Map();
+const NO_PATTERNS: PairIndex["patterns"] = Object.freeze([]);
+const EMPTY_PAIRS = new Map<boolean, PairIndex>([false, true].map((acceptsGroups) => [acceptsGroups, Object.freeze({ untargeted: undefined, literals: NO_GRANTS, patterns: NO_PATTERNS, groups: NO_GRANTS, acceptsGroups })]));
+
 /**
  * A principal's grants indexed by every valid concrete (resource_type, action) pair, with
  * the '*' grants folded into each pair they reach. A check is then two map lookups, a
@@ -127,7 +134,18 @@ export class GrantIndex {
           }
           if (g.authzGroup !== "" && acceptsGroups && !groups.has(g.authzGroup)) groups.set(g.authzGroup, g);
         }
-        byAction.set(action, { untargeted, literals, patterns: [...patterns.values()], groups, acceptsGroups });
+        byAction.set(
+          action,
+          untargeted === undefined && literals.size === 0 && patterns.size === 0 && groups.size === 0
+            ? EMPTY_PAIRS.get(acceptsGroups)!
+            : {
+                untargeted,
+                literals: literals.size > 0 ? literals : NO_GRANTS,
+                patterns: patterns.size > 0 ? [...patterns.values()] : NO_PATTERNS,
+                groups: groups.size > 0 ? groups : NO_GRANTS,
+                acceptsGroups,
+              },
+        );
       }
       this.#pairs.set(rt, byAction);
     }

@@ -25,10 +25,10 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
-import { deps, notFoundAsNull, SIGNED_IN } from "../helpers.js";
+import { deps, forgetDecidedScopes, notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
-import { DIRECT_DELIVERY, type DirectDeliverable } from "../shared-events.js";
+import { DIRECT_DELIVERY, type DirectDeliverable, type DirectWriter } from "../shared-events.js";
 
 // ── Enums ─────────────────────────────────────────────────────────────────────────────
 
@@ -345,14 +345,14 @@ builder.queryField("gate", (t) =>
  * a property array each, per subscriber: docs/benchmarks.md, "What a subscriber costs").
  */
 class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
-  private start: ((direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>) | null;
+  private start: ((direct?: DirectWriter) => Promise<AsyncIterator<T>>) | null;
   private inner: Promise<AsyncIterator<T>> | null = null;
   /** The started iterator, once `inner` has resolved: later next() calls go to it directly. */
   private started: AsyncIterator<T> | null = null;
-  private direct: ((message: T) => boolean) | undefined;
+  private direct: DirectWriter | undefined;
   private finished = false;
 
-  constructor(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>) {
+  constructor(start: (direct?: DirectWriter) => Promise<AsyncIterator<T>>) {
     this.start = start;
   }
 
@@ -384,8 +384,14 @@ class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
     return { value: undefined, done: true };
   }
 
-  [DIRECT_DELIVERY](writer: (event: unknown) => boolean): void {
-    if (!this.inner) this.direct = writer as (message: T) => boolean;
+  /** Once started, the hub's queue maps the message itself (shared-events.ts); null before. */
+  nextMapped<R>(mapper: { mapMessage(message: unknown): IteratorResult<R> | Promise<IteratorResult<R>> }): Promise<IteratorResult<R>> | null {
+    const started = this.started as (AsyncIterator<T> & Pick<DirectDeliverable, "nextMapped">) | null;
+    return !this.finished && started?.nextMapped ? started.nextMapped(mapper) : null;
+  }
+
+  [DIRECT_DELIVERY](writer: DirectWriter): void {
+    if (!this.inner) this.direct = writer;
   }
 
   [Symbol.asyncIterator](): this {
@@ -393,7 +399,7 @@ class DeferredStream<T> implements AsyncIterableIterator<T>, DirectDeliverable {
   }
 }
 
-function deferredStream<T>(start: (direct?: (message: T) => boolean) => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> & DirectDeliverable {
+function deferredStream<T>(start: (direct?: DirectWriter) => Promise<AsyncIterator<T>>): AsyncIterableIterator<T> & DirectDeliverable {
   return new DeferredStream(start);
 }
 
@@ -403,19 +409,23 @@ function planGateStream(ctx: SignedInContext, planId: string): AsyncIterableIter
     const hub = gateHub(ctx.db, ctx.events);
     // The head read is shared with the subscribers to the same plan asking in the same turn.
     const head = await findReadablePlanHead(deps(ctx), planId, (orgId, id) => hub.planHead(orgId, id));
-    return hub.watchPlan(ctx.viewer, head, () => ctx.authz.refresh(), direct);
+    const queue = await hub.watchPlan(ctx.viewer, head, ctx.authz, direct);
+    forgetDecidedScopes(ctx);
+    return queue;
   });
 }
 
 function workspaceGatesStream(ctx: SignedInContext, workspaceId: string): AsyncIterableIterator<WorkspaceGates> {
   return deferredStream(async (direct) => {
     const workspace = await findReadableWorkspace(ctx.db, ctx.authz, workspaceId);
-    return gateHub(ctx.db, ctx.events).watchWorkspace(
+    const queue = await gateHub(ctx.db, ctx.events).watchWorkspace(
       ctx.viewer,
       { id: workspace.id, orgId: workspace.orgId, name: workspace.name, authzGroups: workspace.stack.authzGroups },
-      () => ctx.authz.refresh(),
+      ctx.authz,
       direct,
     );
+    forgetDecidedScopes(ctx);
+    return queue;
   });
 }
 

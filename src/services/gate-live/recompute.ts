@@ -24,7 +24,7 @@ import {
 } from "../gate.js";
 import { cachedPeople, type OrgCachesStore } from "./caches.js";
 import type { LatestQueue } from "./queue.js";
-import { TERMINAL, type PlanSubscriber, type Subscriber, type WorkspaceGates, type WorkspaceHead, type WorkspaceSubscriber } from "./registry.js";
+import { TERMINAL, type DirectWriter, type PlanSubscriber, type Subscriber, type WorkspaceGates, type WorkspaceHead, type WorkspaceSubscriber } from "./registry.js";
 
 /** The most cached user ids a round sends to leave out of its principal read (loadPrincipals' `except`). */
 const MAX_EXCEPT = 2_000;
@@ -133,7 +133,7 @@ export async function recomputeRound(deps: RoundDeps, orgId: string, subs: reado
     const allowedByUser = new Map<string, boolean>();
     const out: S[] = [];
     for (const sub of group) {
-      sub.refresh();
+      sub.authz.refresh();
       let allowed = allowedByUser.get(sub.viewer.userId);
       if (allowed === undefined) {
         allowed = checkPermission((cached.get(sub.viewer.userId) ?? loaded.get(sub.viewer.userId))!, target).allowed;
@@ -145,7 +145,7 @@ export async function recomputeRound(deps: RoundDeps, orgId: string, subs: reado
     return out;
   };
   const deliver = <T extends { version: number }>(
-    subscribers: readonly { queue: LatestQueue<T>; direct?: (message: T) => boolean }[],
+    subscribers: readonly { queue: LatestQueue<T>; direct?: DirectWriter<T> }[],
     message: T,
     last: boolean,
   ) => {

@@ -29,16 +29,25 @@ export interface Viewer {
   userId: string;
 }
 
+/** Writes a message straight to the subscriber's transport, when its layer can (LatestQueue.deliverDirect). */
+export interface DirectWriter<T> {
+  write(message: T): boolean;
+}
+
+/** What the subscription's own context re-reads before each delivery: its principal (an Authz). */
+export interface Refreshable {
+  refresh(): void;
+}
+
 export interface PlanSubscriber {
   kind: "plan";
   viewer: Viewer;
   planId: string;
   workspaceId: string;
   queue: LatestQueue<GateSnapshot>;
-  /** Writes a message straight to the subscriber's transport, when its layer can (deliverDirect). */
-  direct?: (message: GateSnapshot) => boolean;
-  /** Called before each delivery, so the subscription's own context re-reads its principal. */
-  refresh: () => void;
+  direct?: DirectWriter<GateSnapshot>;
+  /** Refreshed before each delivery, so the subscription's own context re-reads its principal. */
+  authz: Refreshable;
 }
 
 export interface WorkspaceSubscriber {
@@ -46,8 +55,8 @@ export interface WorkspaceSubscriber {
   viewer: Viewer;
   workspaceId: string;
   queue: LatestQueue<WorkspaceGates>;
-  direct?: (message: WorkspaceGates) => boolean;
-  refresh: () => void;
+  direct?: DirectWriter<WorkspaceGates>;
+  authz: Refreshable;
 }
 
 export type Subscriber = PlanSubscriber | WorkspaceSubscriber;
