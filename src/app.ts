@@ -8,7 +8,7 @@ import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticateWithEpoch } from "./auth/authenticate.js";
+import { authenticateWithEpoch, type Authenticated } from "./auth/authenticate.js";
 import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import { EpochCache, type PrincipalCache } from "./authz/principal.js";
@@ -222,10 +222,19 @@ export function createApp(deps: Infra) {
   // Principals kept across requests under the authz epoch each request reads with its token.
   const principals: PrincipalCache = new EpochCache();
 
-  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
-  async function buildContext(tokenHash: string | null, requestId: string, onSocket = false): Promise<Context> {
+  // HTTP requests whose token is being read already, started while their rate was taken (the graphql route below).
+  const tokenReads = new WeakMap<IncomingMessage, Promise<Authenticated | null>>();
+  const readTokenOf = (req: IncomingMessage) => (tokenHash: string) => {
+    const read = authenticateWithEpoch(db.sql, tokenHash);
+    // A request refused by its rate never awaits it; one that goes on gets its failure in the context.
+    read.catch(() => {});
+    tokenReads.set(req, read);
+  };
+
+  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it; `read`: its read, when started already. */
+  async function buildContext(tokenHash: string | null, requestId: string, onSocket = false, read?: Promise<Authenticated | null>): Promise<Context> {
     // An operation on a socket reads its token batched with those arriving beside it.
-    const authenticated = onSocket ? await operator.socketTokens.read(tokenHash) : await authenticateWithEpoch(db.sql, tokenHash);
+    const authenticated = onSocket ? await operator.socketTokens.read(tokenHash) : await (read ?? authenticateWithEpoch(db.sql, tokenHash));
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return {
@@ -263,7 +272,7 @@ export function createApp(deps: Infra) {
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
-      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId);
+      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId, false, tokenReads.get(initial.req));
       const bearer = bearerFrom(initial.request.headers.get("authorization"));
       return buildContext(bearer ? hashToken(bearer) : null, requestId);
     },
@@ -347,7 +356,8 @@ export function createApp(deps: Infra) {
       credential: "api-token",
       handle: async (req, res, url) => {
         // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
-        if (await operator.http(req, res, url)) return true;
+        // A token known valid is read while its rate is taken (operator.http).
+        if (await operator.http(req, res, url, readTokenOf(req))) return true;
         if (!(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return true;
         await yoga.requestListener(req, res);
         return true;
