@@ -393,8 +393,9 @@ export function createApp(deps: Infra) {
       subscribe: (args: any) => args.rootValue.subscribe(args),
       // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
-        const refused = await operator.ws.admit(ctx);
-        if (refused) return refused;
+        // The token's rate, taken while the operation's context reads its token (batched) when
+        // it may (operator.ts, readsAlongside); nothing is parsed or run before it answers.
+        const admitting = operator.ws.admit(ctx);
         // The operation's context starts from what it reads of the socket, not a copy of
         // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
@@ -404,6 +405,11 @@ export function createApp(deps: Infra) {
           connectionParams: ctx.connectionParams,
           request: WS_OPERATION_REQUEST,
         });
+        const context = operator.ws.readsAlongside(ctx) ? (async () => contextFactory())() : null;
+        // An operation refused by its rate or its document never awaits it; one that goes on gets its failure.
+        context?.catch(() => {});
+        const refused = await admitting;
+        if (refused) return refused;
         let document: DocumentNode;
         try {
           document = parse(params.query);
@@ -418,7 +424,7 @@ export function createApp(deps: Infra) {
           operationName: params.operationName,
           document,
           variableValues: params.variables,
-          contextValue: await contextFactory(),
+          contextValue: await (context ?? contextFactory()),
           rootValue: { execute, subscribe },
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).

@@ -117,6 +117,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const known = new RecentSet();
   // Rate keys refused lately, each until its Retry-After: their requests wait for the take before anything else.
   const refusedLately = new RecentSet(1_000, 10_000);
+  /**
+   * Whether a request's token may be read while its rate is taken (not after): a token known
+   * valid (charged to itself) and not refused lately. Anything else is read only once admitted,
+   * so a flood over its rate, or of made-up tokens, costs the database nothing.
+   */
+  const readsAlongside = (key: string) => key.startsWith("token:") && !refusedLately.has(key);
+  /** A refused take: its key is refused lately until its Retry-After. */
+  const refused = (key: string, taken: { retryAfterMs: number }) => refusedLately.remember(key, taken.retryAfterMs);
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
 
   const rateLimitedError = (message: string, retryAfterMs?: number) =>
@@ -227,11 +235,9 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
      * Before any other route: serves /metrics, and answers 429 with Retry-After to a request over
      * its rate. True when it answered.
      *
-     * `alongside` starts the reading of a token known valid while its rate is taken: with the
-     * limits in Redis the take is a round trip, which then overlaps the token's own read instead
-     * of coming before it. Whether the request is answered, and how, still waits for the take.
-     * A token or address refused lately, or one not known valid, is read only once admitted, so
-     * a flood over its rate costs the database nothing.
+     * `alongside` starts the reading of the token while its rate is taken (readsAlongside): with
+     * the limits in Redis the take is a round trip, which then overlaps the token's own read
+     * instead of coming before it. Whether the request is answered, and how, still waits for the take.
      */
     async http(req: IncomingMessage, res: ServerResponse, url: URL, alongside?: (tokenHash: string) => void): Promise<boolean> {
       if (url.pathname === "/metrics" && req.method === "GET") {
@@ -241,10 +247,10 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       if (url.pathname !== GRAPHQL_PATH) return false;
       const tokenHash = tokenHashOf(req);
       const key = rateKeyOf(known, tokenHash, clientAddress(req));
-      if (alongside && tokenHash && key.startsWith("token:") && !refusedLately.has(key)) alongside(tokenHash);
+      if (alongside && tokenHash && readsAlongside(key)) alongside(tokenHash);
       const taken = await limiter.take(key);
       if (taken.ok) return false;
-      refusedLately.remember(key, taken.retryAfterMs);
+      refused(key, taken);
       metrics.rateLimited("http");
       const seconds = retryAfterSeconds(taken.retryAfterMs);
       logger.warn({ key: keyLabel(key), path: url.pathname, retryAfterSeconds: seconds }, "request rate limited");
@@ -275,8 +281,13 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         const bearer = bearerFrom(typeof raw === "string" ? raw : null);
         const tokenHash = bearer ? hashToken(bearer) : null;
         const key = rateKeyOf(known, tokenHash, clientAddress(extra.request));
+        // The token and its liveness (liveTokenIds' rule) in one read, batched with the
+        // connections and operations arriving beside it; while the rate is taken when it may be.
+        const early = tokenHash && readsAlongside(key) ? socketTokens.read(tokenHash) : null;
+        early?.catch(() => {});
         const taken = await limiter.take(key);
         if (!taken.ok) {
+          refused(key, taken);
           metrics.rateLimited("ws_connect");
           // 1013 "Try Again Later": clients may reconnect, after a while.
           extra.socket.close(1013, "Rate limited: try again later");
@@ -285,9 +296,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         let viewer: Viewer | null;
         let live: boolean;
         try {
-          // The token and its liveness (liveTokenIds' rule) in one read, batched with the
-          // connections and operations arriving beside it.
-          const read = await socketTokens.read(tokenHash);
+          const read = await (early ?? socketTokens.read(tokenHash));
           viewer = read?.viewer ?? null;
           live = read?.live ?? false;
         } catch (error) {
@@ -317,10 +326,16 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
         const taken = await limiter.take(live.rateKey);
         if (!taken.ok) {
+          refused(live.rateKey, taken);
           metrics.rateLimited("ws_operation");
           return [rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} operations per second.`, taken.retryAfterMs)];
         }
         return null;
+      },
+      /** Whether an operation's token may be read while admit takes its rate (readsAlongside). */
+      readsAlongside(ctx: WsContext): boolean {
+        const live = extraOf(ctx).live;
+        return live !== undefined && readsAlongside(live.rateKey);
       },
       /** A parse or validation that threw (a syntax error, a limit), as the operation's errors. */
       refusal(error: unknown): GraphQLError[] {

@@ -108,6 +108,43 @@ describe("limits shared by two processes", () => {
     expect(seen.slice(7).map(([, n]) => n)).toEqual([0, 0]);
   });
 
+  it("a socket's operations read its token once each, and once refused it is not read again until its Retry-After", async () => {
+    const m = await addMember(a.db, org.orgId, { role: "admin" });
+    // Process a learns the token through yoga.fetch (no point): the socket is charged to the token.
+    expect((await a.gql(VIEWER, {}, m.token)).data.viewer.id).toBeTruthy();
+    const { client } = trackedClient(bases[0]!, m.token, { lazy: false });
+    clients.push(client);
+    await within(new Promise((resolve) => client.on("connected", resolve)), 3_000, "the socket connecting");
+    const hash = hashToken(m.token);
+    const sql = a.db.sql;
+    const query = sql.query;
+    let reads = 0;
+    sql.query = ((text: string, params?: unknown[], options?: unknown) => {
+      if (text.includes(`t."tokenHash" = ANY($1::text[])`) && (params?.[0] as string[]).includes(hash)) reads++;
+      return query.call(sql, text, params, options as never);
+    }) as typeof query;
+    const run = () =>
+      new Promise<string>((resolve) => {
+        let last = "";
+        client.subscribe({ query: VIEWER }, { next: (r) => (last = JSON.stringify(r)), error: (e) => resolve(JSON.stringify(e)), complete: () => resolve(last) });
+      });
+    const seen: Array<[string, number]> = [];
+    try {
+      for (let i = 0; i < 8; i++) {
+        const before = reads;
+        const answer = await run();
+        seen.push([answer.includes("RATE_LIMITED") ? "refused" : answer.includes('"viewer"') ? "ok" : answer, reads - before]);
+      }
+    } finally {
+      sql.query = query;
+    }
+    // The connection took one of the 6; five operations, each with one read; then refusals, the
+    // first of which may have read the token beside its take, the ones after it nothing.
+    expect(seen.slice(0, 5)).toEqual(Array(5).fill(["ok", 1]));
+    expect(seen.slice(5).map(([answer]) => answer)).toEqual(["refused", "refused", "refused"]);
+    expect(seen.slice(6).map(([, n]) => n)).toEqual([0, 0]);
+  });
+
   it("a token's cap of 2 open subscriptions is 2 across both processes; completing one on one process makes room on the other", async () => {
     const m = await addMember(a.db, org.orgId, { role: "admin" });
     const stackId = (await seedStack(a, org.orgId)).id;
