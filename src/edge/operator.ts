@@ -120,7 +120,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   /**
    * Whether a request's token may be read while its rate is taken (not after): a token known
    * valid (charged to itself) and not refused lately. Anything else is read only once admitted,
-   * so a flood over its rate, or of made-up tokens, costs the database nothing.
+   * so the requests a rate refuses cost at most one token read per token and Retry-After (the
+   * first refusal's), and made-up tokens none.
    */
   const readsAlongside = (key: string) => key.startsWith("token:") && !refusedLately.has(key);
   /** A refused take: its key is refused lately until its Retry-After. */
