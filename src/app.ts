@@ -7,7 +7,7 @@ import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticateWithEpoch, sameViewer, type Viewer } from "./auth/authenticate.js";
+import { authenticateWithEpoch, sameViewer, type Authenticated, type Viewer } from "./auth/authenticate.js";
 import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import { EpochCache, type PrincipalCache } from "./authz/principal.js";
@@ -238,9 +238,18 @@ export function createApp(deps: Infra) {
   // Principals kept across requests under the authz epoch each request reads with its token.
   const principals: PrincipalCache = new EpochCache();
 
-  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it. */
-  async function buildContext(tokenHash: string | null, requestId: string): Promise<Context> {
-    const authenticated = await authenticateWithEpoch(db.sql, tokenHash);
+  // HTTP requests whose token is being read already, started while their rate was taken (the graphql route below).
+  const tokenReads = new WeakMap<IncomingMessage, Promise<Authenticated | null>>();
+  const readTokenOf = (req: IncomingMessage) => (tokenHash: string) => {
+    const read = authenticateWithEpoch(db.sql, tokenHash);
+    // A request refused by its rate never awaits it; one that goes on gets its failure in the context.
+    read.catch(() => {});
+    tokenReads.set(req, read);
+  };
+
+  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it; `read`: its read, when started already. */
+  async function buildContext(tokenHash: string | null, requestId: string, read?: Promise<Authenticated | null>): Promise<Context> {
+    const authenticated = await (read ?? authenticateWithEpoch(db.sql, tokenHash));
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return {
@@ -324,7 +333,7 @@ export function createApp(deps: Infra) {
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
-      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId);
+      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId, tokenReads.get(initial.req));
       const bearer = bearerFrom(initial.request.headers.get("authorization"));
       return buildContext(bearer ? hashToken(bearer) : null, requestId);
     },
@@ -408,7 +417,8 @@ export function createApp(deps: Infra) {
       credential: "api-token",
       handle: async (req, res, url) => {
         // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
-        if (await operator.http(req, res, url)) return true;
+        // A token known valid is read while its rate is taken (operator.http).
+        if (await operator.http(req, res, url, readTokenOf(req))) return true;
         if (!(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return true;
         await yoga.requestListener(req, res);
         return true;
@@ -443,13 +453,19 @@ export function createApp(deps: Infra) {
       subscribe: (args: any) => args.rootValue.subscribe(args),
       // Never throws (a throw closes the whole socket with 4500): a failure ends that operation only.
       onSubscribe: guardSubscribe(async (ctx, id, params) => {
-        const refused = await operator.ws.admit(ctx);
-        if (refused) return refused;
+        // The token's rate, taken while the operation's context reads its token (batched) when
+        // it may (operator.ts, readsAlongside); nothing is parsed or run before it answers.
+        const admitting = operator.ws.admit(ctx);
         // The operation's context starts from what it reads of the socket, not a copy of
         // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped(
           new SocketOperation(params, ctx.connectionParams, ctx.extra.live?.viewer ?? null, WS_OPERATION_REQUEST),
         );
+        const context = operator.ws.readsAlongside(ctx) ? (async () => contextFactory())() : null;
+        // An operation refused by its rate or its document never awaits it; one that goes on gets its failure.
+        context?.catch(() => {});
+        const refused = await admitting;
+        if (refused) return refused;
         let document: DocumentNode;
         try {
           document = parse(params.query);
@@ -464,7 +480,7 @@ export function createApp(deps: Infra) {
           operationName: params.operationName,
           document,
           variableValues: params.variables,
-          contextValue: await contextFactory(),
+          contextValue: await (context ?? contextFactory()),
           rootValue: { execute, subscribe },
         };
         // Lets a shared event result be written straight to this socket (graphql/shared-events.ts).

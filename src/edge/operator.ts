@@ -151,6 +151,17 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const clientAddress = clientAddressResolver(config.trustedProxies);
   // Token hashes that authenticated recently: a request is counted against its token only once it is known valid.
   const known = new RecentSet();
+  // Rate keys refused lately, each until its Retry-After: their requests wait for the take before anything else.
+  const refusedLately = new RecentSet(1_000, 10_000);
+  /**
+   * Whether a request's token may be read while its rate is taken (not after): a token known
+   * valid (charged to itself) and not refused lately. Anything else is read only once admitted,
+   * so the requests a rate refuses cost at most one token read per token and Retry-After (the
+   * first refusal's), and made-up tokens none.
+   */
+  const readsAlongside = (key: string) => key.startsWith("token:") && !refusedLately.has(key);
+  /** A refused take: its key is refused lately until its Retry-After. */
+  const refused = (key: string, taken: { retryAfterMs: number }) => refusedLately.remember(key, taken.retryAfterMs);
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
 
   const rateLimitedError = (message: string, retryAfterMs?: number) =>
@@ -260,16 +271,23 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     /**
      * Before any other route: serves /metrics, and answers 429 with Retry-After to a request over
      * its rate. True when it answered.
+     *
+     * `alongside` starts the reading of the token while its rate is taken (readsAlongside): with
+     * the limits in Redis the take is a round trip, which then overlaps the token's own read
+     * instead of coming before it. Whether the request is answered, and how, still waits for the take.
      */
-    async http(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+    async http(req: IncomingMessage, res: ServerResponse, url: URL, alongside?: (tokenHash: string) => void): Promise<boolean> {
       if (url.pathname === "/metrics" && req.method === "GET") {
         await metrics.handle(req, res);
         return true;
       }
       if (url.pathname !== GRAPHQL_PATH) return false;
-      const key = rateKeyOf(known, tokenHashOf(req), clientAddress(req));
+      const tokenHash = tokenHashOf(req);
+      const key = rateKeyOf(known, tokenHash, clientAddress(req));
+      if (alongside && tokenHash && readsAlongside(key)) alongside(tokenHash);
       const taken = await limiter.take(key);
       if (taken.ok) return false;
+      refused(key, taken);
       metrics.rateLimited("http");
       const seconds = retryAfterSeconds(taken.retryAfterMs);
       logger.warn({ key: keyLabel(key), path: url.pathname, retryAfterSeconds: seconds }, "request rate limited");
@@ -304,8 +322,13 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         const bearer = bearerFrom(typeof raw === "string" ? raw : null);
         const tokenHash = bearer ? hashToken(bearer) : null;
         const key = rateKeyOf(known, tokenHash, extra.address);
+        // The token and its liveness (liveTokenIds' rule) in one read, batched with the
+        // connections and operations arriving beside it; while the rate is taken when it may be.
+        const early = tokenHash && readsAlongside(key) ? socketTokens.read(tokenHash) : null;
+        early?.catch(() => {});
         const taken = await limiter.take(key);
         if (!taken.ok) {
+          refused(key, taken);
           metrics.rateLimited("ws_connect");
           // 1013 "Try Again Later": clients may reconnect, after a while.
           extra.socket.close(1013, "Rate limited: try again later");
@@ -315,9 +338,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         let live: boolean;
         let sharedHash: string | undefined;
         try {
-          // The token and its liveness (liveTokenIds' rule) in one read, batched with the
-          // connections and operations arriving beside it.
-          const read = await socketTokens.read(tokenHash);
+          const read = await (early ?? socketTokens.read(tokenHash));
           viewer = read?.viewer ?? null;
           live = read?.live ?? false;
           sharedHash = read?.tokenHash;
@@ -348,10 +369,16 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
         const taken = await limiter.take(live.rateKey);
         if (!taken.ok) {
+          refused(live.rateKey, taken);
           metrics.rateLimited("ws_operation");
           return [rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} operations per second.`, taken.retryAfterMs)];
         }
         return null;
+      },
+      /** Whether an operation's token may be read while admit takes its rate (readsAlongside). */
+      readsAlongside(ctx: WsContext): boolean {
+        const live = extraOf(ctx).live;
+        return live !== undefined && readsAlongside(live.rateKey);
       },
       /** A parse or validation that threw (a syntax error, a limit), as the operation's errors. */
       refusal(error: unknown): GraphQLError[] {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "graphql-ws";
 import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
+import { hashToken } from "../../src/auth/tokens.js";
 import { createSharedLimits } from "../../src/infra/shared-limits.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { newSchemaName, startTestApp, type TestApp } from "../helpers/harness.js";
@@ -75,6 +76,73 @@ describe("limits shared by two processes", () => {
       await res.arrayBuffer();
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 429, 429, 429, 429]);
+  });
+
+  it("a token's requests read it once each, and once refused it is not read again until its Retry-After", async () => {
+    const m = await addMember(a.db, org.orgId, { role: "admin" });
+    // Process a learns the token through yoga.fetch, which takes no point.
+    expect((await a.gql(VIEWER, {}, m.token)).data.viewer.id).toBeTruthy();
+    const hash = hashToken(m.token);
+    const sql = a.db.sql;
+    const query = sql.query;
+    let reads = 0;
+    sql.query = ((text: string, params?: unknown[], options?: unknown) => {
+      if (text.includes(`t."tokenHash" = $1`) && params?.[0] === hash) reads++;
+      return query.call(sql, text, params, options as never);
+    }) as typeof query;
+    const seen: Array<[number, number]> = [];
+    try {
+      for (let i = 0; i < 9; i++) {
+        const before = reads;
+        const res = await post(bases[0]!, m.token);
+        await res.arrayBuffer();
+        seen.push([res.status, reads - before]);
+      }
+    } finally {
+      sql.query = query;
+    }
+    // Six admitted, each with one read; the first refusal may have read it beside its take (the
+    // token was known and not refused yet); the refusals after it read nothing.
+    expect(seen.slice(0, 6)).toEqual(Array(6).fill([200, 1]));
+    expect(seen.slice(6).map(([status]) => status)).toEqual([429, 429, 429]);
+    expect(seen.slice(7).map(([, n]) => n)).toEqual([0, 0]);
+  });
+
+  it("a socket's operations read its token once each, and once refused it is not read again until its Retry-After", async () => {
+    const m = await addMember(a.db, org.orgId, { role: "admin" });
+    // Process a learns the token through yoga.fetch (no point): the socket is charged to the token.
+    expect((await a.gql(VIEWER, {}, m.token)).data.viewer.id).toBeTruthy();
+    const { client } = trackedClient(bases[0]!, m.token, { lazy: false });
+    clients.push(client);
+    await within(new Promise((resolve) => client.on("connected", resolve)), 3_000, "the socket connecting");
+    const hash = hashToken(m.token);
+    const sql = a.db.sql;
+    const query = sql.query;
+    let reads = 0;
+    sql.query = ((text: string, params?: unknown[], options?: unknown) => {
+      if (text.includes(`t."tokenHash" = ANY($1::text[])`) && (params?.[0] as string[]).includes(hash)) reads++;
+      return query.call(sql, text, params, options as never);
+    }) as typeof query;
+    const run = () =>
+      new Promise<string>((resolve) => {
+        let last = "";
+        client.subscribe({ query: VIEWER }, { next: (r) => (last = JSON.stringify(r)), error: (e) => resolve(JSON.stringify(e)), complete: () => resolve(last) });
+      });
+    const seen: Array<[string, number]> = [];
+    try {
+      for (let i = 0; i < 8; i++) {
+        const before = reads;
+        const answer = await run();
+        seen.push([answer.includes("RATE_LIMITED") ? "refused" : answer.includes('"viewer"') ? "ok" : answer, reads - before]);
+      }
+    } finally {
+      sql.query = query;
+    }
+    // The connection took one of the 6; five operations, each with one read; then refusals, the
+    // first of which may have read the token beside its take, the ones after it nothing.
+    expect(seen.slice(0, 5)).toEqual(Array(5).fill(["ok", 1]));
+    expect(seen.slice(5).map(([answer]) => answer)).toEqual(["refused", "refused", "refused"]);
+    expect(seen.slice(6).map(([, n]) => n)).toEqual([0, 0]);
   });
 
   it("a token's cap of 2 open subscriptions is 2 across both processes; completing one on one process makes room on the other", async () => {
