@@ -4,14 +4,15 @@
 // allowance between them; without it (the embedded default) each process counts in memory, as one
 // process is then the whole fleet.
 //
-// Redis unreachable: every limit falls back to counting per process (the same token buckets in
-// memory; the process's own open operations), never to none and never to refusing everyone. One
-// warning line when that starts and one line when Redis is back.
+// Redis unreachable: every limit falls back to counting per process (rate-limiter-flexible's
+// insurance limiter; the process's own open operations), never to none and never to refusing
+// everyone. One warning line when that starts and one line when Redis is back.
 //
 // Rates are the same token buckets in Redis as in memory (token-buckets.ts): `burst` at once,
-// refilling at `rps`. In Redis a take is one script (TOKEN_BUCKET) on the limits' own connection:
-// one round trip, with nothing between the request and the socket but ioredis (rate-limiter-
-// flexible's layers on top cost about an eighth of the take's CPU: docs/benchmarks.md).
+// refilling at `rps`. rate-limiter-flexible's RateLimiterRedis runs them with our script in place
+// of its fixed window (TOKEN_BUCKET), so a key cannot send 2 × burst across a window's edge.
+// The per-process fallback is the library's RateLimiterMemory: a fixed window of `burst` per
+// ceil(burst / rps) seconds.
 //
 // Open operations are leases in a sorted set per owner, each scored with its expiry: a process
 // renews its own every LEASE_MS / 3 and releases them when they end, so the slots of a process
@@ -19,6 +20,7 @@
 
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { Logger } from "./logger.js";
 import { TokenBuckets, type Take } from "./token-buckets.js";
 
@@ -70,33 +72,39 @@ function localOperations(cap: number): OpenOperations {
   return { enabled: cap > 0, acquire: async (_owner, _id, local) => cap <= 0 || local() < cap, release: () => {} };
 }
 
-/** A bucket of `burst` points and the milliseconds it takes to refill from empty. */
+/**
+ * A bucket of `burst` points and the milliseconds it takes to refill from empty. The library
+ * takes the latter as its `duration` (seconds to it, which it only hands to the script and
+ * requires to be at least 1): in milliseconds, any rate up to 1,000 × the burst a second fits.
+ */
 export function bucketOf(rps: number, burst: number): { points: number; fillMs: number } {
   const points = Math.max(1, Math.floor(burst));
   return { points, fillMs: Math.max(1, (points / rps) * 1000) };
 }
 
-// One take from a token bucket: KEYS[1] the key; ARGV[1] the bucket's size, ARGV[2] the
-// milliseconds it takes to refill from empty (bucketOf). Answers 0 when a point was taken, else
-// the milliseconds until one is back (at least 1).
+// RateLimiterRedis's store script, as a token bucket: KEYS[1] the key; ARGV[1] the points taken,
+// ARGV[3] the bucket's size, ARGV[4] the milliseconds it takes to refill from empty (bucketOf).
+// It answers as the library's own does, {consumed, ms}: consumed above the size is a refusal, ms
+// the wait for a point.
 const TOKEN_BUCKET = `
-local size = tonumber(ARGV[1])
-local fillMs = tonumber(ARGV[2])
+local size = tonumber(ARGV[3])
+local fillMs = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(state[1]) or size
 local at = tonumber(state[2]) or now
 tokens = math.min(size, tokens + math.max(0, now - at) * size / fillMs)
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-else
-  wait = math.max(1, math.ceil((1 - tokens) * fillMs / size))
+local take = tonumber(ARGV[1])
+if tokens >= take then
+  tokens = tokens - take
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil(fillMs))
+  return {size - math.floor(tokens), 0}
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(fillMs))
-return wait`;
+return {size + take, math.ceil((take - tokens) * fillMs / size)}`;
 
 // Removes expired leases, then adds this one if the owner has room. The clock is Redis's, so the
 // processes' clocks need not agree.
@@ -118,7 +126,6 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1`;
 
 type LimitsRedis = Redis & {
-  limitsTake(key: string, size: number, fillMs: number): Promise<number>;
   limitsAcquire(key: string, cap: number, leaseMs: number, member: string): Promise<number>;
   limitsRenew(key: string, leaseMs: number, ...members: string[]): Promise<number>;
 };
@@ -127,7 +134,6 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
   // No offline queue: while Redis is away a command fails at once (and the limit counts in this
   // process) instead of waiting for a reconnection with the request held.
   const client = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 1_000, connectionName: "countersign-limits" }) as LimitsRedis;
-  client.defineCommand("limitsTake", { numberOfKeys: 1, lua: TOKEN_BUCKET });
   client.defineCommand("limitsAcquire", { numberOfKeys: 1, lua: ACQUIRE });
   client.defineCommand("limitsRenew", { numberOfKeys: 1, lua: RENEW });
   const health = new Fallback(client, logger);
@@ -159,24 +165,29 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
     buckets(name, rps, burst) {
       if (!(rps > 0)) return { enabled: false, take: async () => ({ ok: true }) };
       const { points, fillMs } = bucketOf(rps, burst);
-      const prefix = `${keyPrefix}:rate:${name}:`;
-      // While Redis is not there: the same buckets, in this process.
-      const fallback = new TokenBuckets(rps, burst);
+      const insurance = new CountedMemoryLimiter({ points, duration: Math.ceil(fillMs / 1000), keyPrefix: `${keyPrefix}:rate:${name}` }, () => health.failed());
+      const limiter = new RateLimiterRedis({
+        storeClient: client,
+        points,
+        duration: fillMs,
+        customIncrTtlLuaScript: TOKEN_BUCKET,
+        keyPrefix: `${keyPrefix}:rate:${name}`,
+        rejectIfRedisNotReady: true,
+        insuranceLimiter: insurance,
+      });
       return {
         enabled: true,
         async take(key) {
           if (firstConnection) await firstConnection;
-          if (client.status === "ready") {
-            try {
-              const wait = await client.limitsTake(prefix + key, points, fillMs);
-              return wait === 0 ? { ok: true } : { ok: false, retryAfterMs: wait };
-            } catch (error) {
-              health.failed(error);
-            }
-          } else {
-            health.failed(new Error(`Redis is ${client.status}`));
+          try {
+            await limiter.consume(key);
+            return { ok: true };
+          } catch (refusal) {
+            if (refusal instanceof RateLimiterRes) return { ok: false, retryAfterMs: Math.max(1, refusal.msBeforeNext) };
+            // Neither Redis nor the insurance could answer (not expected): count in this process.
+            health.failed(refusal);
+            return { ok: true };
           }
-          return fallback.take(key);
         },
       };
     },
@@ -228,6 +239,21 @@ function redisLimits(redisUrl: string, keyPrefix: string, logger: Logger | undef
       client.disconnect();
     },
   };
+}
+
+/** The insurance limiter: rate-limiter-flexible calls it only when Redis failed, which it reports. */
+class CountedMemoryLimiter extends RateLimiterMemory {
+  constructor(
+    options: ConstructorParameters<typeof RateLimiterMemory>[0],
+    private readonly onUse: () => void,
+  ) {
+    super(options);
+  }
+
+  override consume(...args: Parameters<RateLimiterMemory["consume"]>): ReturnType<RateLimiterMemory["consume"]> {
+    this.onUse();
+    return super.consume(...args);
+  }
 }
 
 /**
