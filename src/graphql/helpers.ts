@@ -6,7 +6,7 @@ import { InvalidStateError, NotFoundError } from "../errors.js";
 import type { User } from "../generated/prisma/client.js";
 import type { Context } from "./context.js";
 import { perRequest } from "./request-loaders.js";
-import { modelRow } from "../infra/model-rows.js";
+import { usersByIds } from "../services/users.js";
 import { COMMON_ERRORS } from "./schema/errors.js";
 
 /**
@@ -48,15 +48,11 @@ export function oneOf<const T extends string>(values: readonly T[], value: strin
 
 // ── Users by id, batched per request ─────────────────────────────────────────────────
 
-/** The people of one batch, as Prisma reads a User (src/infra/model-rows.ts): one prepared statement, no query compiler. */
-const USERS_SQL = `SELECT to_json(u) AS u FROM users u WHERE u.id = ANY($1::text[])`;
-
 const users = perRequest((ctx: Context) => {
   /** The users this request has read already: userNamed answers these at once. */
   const atHand = new Map<string, User | null>();
   const loader = new DataLoader<string, User | null>(async (ids) => {
-    const rows = await ctx.db.sql.query<{ u: Record<string, unknown> }>(USERS_SQL, [ids], { prepare: true });
-    const byId = new Map(rows.map((r) => modelRow<User>("User", r.u)).map((u) => [u.id, u]));
+    const byId = await usersByIds(ctx.db, ids);
     return ids.map((id) => {
       const user = byId.get(id) ?? null;
       atHand.set(id, user);
