@@ -252,9 +252,11 @@ export async function run(): Promise<BenchRow[]> {
           `each delivery p50 planGate ${q(gate.each, 0.5).toFixed(1)} ms, bare ${q(fanOut.each, 0.5).toFixed(1)} ms`,
       );
       return [
+        // The goals: a subscriber within 2× a bare socket's memory, opened within 1.5× its time.
         row(`server memory per planGate subscriber, ${n} on one process (RSS after GC)`, perSocket(serverAfter, serverBefore, "rss"), "KiB", {
           baseline: { name: `bare ws server, per socket`, value: perSocket(bareAfter, bareBefore, "rss") },
-          target: "context",
+          target: "≤ 2× bare",
+          pass: perSocket(serverAfter, serverBefore, "rss") <= 2 * perSocket(bareAfter, bareBefore, "rss"),
         }),
         row(`server memory per planGate subscriber (JS heap used after GC)`, perSocket(serverAfter, serverBefore, "heapUsed"), "KiB", {
           baseline: { name: `bare ws server, per socket`, value: perSocket(bareAfter, bareBefore, "heapUsed") },
@@ -279,7 +281,8 @@ export async function run(): Promise<BenchRow[]> {
         }),
         row(`opening ${n} planGate subscriptions (connect, init, subscribe, first status)`, gateOpenMs / 1000, "s", {
           baseline: { name: `opening ${n} bare sockets`, value: bareOpenMs / 1000 },
-          target: "context",
+          target: "≤ 1.5× bare",
+          pass: gateOpenMs <= 1.5 * bareOpenMs,
         }),
       ];
     } finally {
