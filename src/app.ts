@@ -252,9 +252,13 @@ export function createApp(deps: Infra) {
     const authenticated = await (read ?? authenticateWithEpoch(db.sql, tokenHash));
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
+    return { ...contextOf(requestId, viewer, authenticated), logger: logger.child({ requestId, userId: viewer?.userId }) };
+  }
+
+  /** What every operation's context holds but its logger, for `viewer` as `authenticated` read it. */
+  function contextOf(requestId: string, viewer: Viewer | null, authenticated: Authenticated | null): Omit<Context, "logger"> {
     return {
       requestId,
-      logger: logger.child({ requestId, userId: viewer?.userId }),
       db,
       events,
       viewer,
@@ -275,16 +279,7 @@ export function createApp(deps: Infra) {
     let viewer = authenticated?.viewer ?? null;
     if (viewer && initial.socketViewer && sameViewer(viewer, initial.socketViewer)) viewer = initial.socketViewer;
     if (viewer) operator.authenticated(tokenHash!);
-    return {
-      requestId,
-      db,
-      events,
-      viewer,
-      authz: new Authz(db.sql, viewer, authenticated ? { cache: principals, epoch: authenticated.authzEpoch } : null),
-      config: deps.config,
-      upstreams: services.approvals.upstreams,
-      loaders: new RequestLoaders(),
-    };
+    return contextOf(requestId, viewer, authenticated);
   }
 
   /**
