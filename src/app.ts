@@ -23,6 +23,7 @@ import { countRefusals, type CountedLimits } from "./infra/limit-refusals.js";
 import { createSharedLimits, type RateBuckets } from "./infra/shared-limits.js";
 import { useCreationLimiter } from "./services/personal-organizations.js";
 import { createGatewayRoutes, type GatewayRateLimiter } from "./gateway/http.js";
+import { cutTaskWaits } from "./gateway/mcp.js";
 import type { Infra } from "./infra/index.js";
 import { prepareDatabase } from "./services/startup.js";
 import { createWorkers } from "./workers/index.js";
@@ -518,6 +519,8 @@ export function createApp(deps: Infra) {
       httpServer.closeIdleConnections?.();
       await wsCleanup.dispose();
       wsServer.close();
+      // Agents waiting on tasks/result resume elsewhere at once (Last-Event-ID) instead of holding this node's exit.
+      if (services.approvals.gateway) cutTaskWaits(services.approvals.gateway);
       let bound: NodeJS.Timeout | undefined;
       await Promise.race([closed, new Promise<void>((resolve) => (bound = setTimeout(resolve, options.requestsMs ?? 10_000)))]);
       clearTimeout(bound);

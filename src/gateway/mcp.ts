@@ -218,6 +218,24 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
  * keeps proxies from closing an idle connection); the last event is the answer. The client going
  * away (the response closes) aborts the wait.
  */
+/** The tasks/result streams that can be resumed (their priming event sent), by the gateway's tasks. */
+const resumableWaits = new WeakMap<object, Set<ServerResponse>>();
+
+/**
+ * Cuts every tasks/result stream of this gateway that a client can resume (it has its event id),
+ * as a restart would: each client reconnects with Last-Event-ID and its wait goes on wherever the
+ * balancer sends it. A drain calls this when the node stops accepting, so open waits do not hold
+ * the shutdown for its whole bound. Returns how many were cut.
+ */
+export function cutTaskWaits(gateway: Gateway): number {
+  const open = gateway.tasks ? resumableWaits.get(gateway.tasks) : undefined;
+  if (!open) return 0;
+  const cut = [...open];
+  open.clear();
+  for (const res of cut) res.destroy();
+  return cut.length;
+}
+
 async function answerTaskResult(tasks: NonNullable<Gateway["tasks"]>, res: ServerResponse, authorization: string | undefined, body: { id: string | number; params?: unknown }): Promise<void> {
   const params = isObject(body.params) ? body.params : {};
   const progressToken = progressTokenOf(params);
@@ -240,7 +258,12 @@ async function answerTaskResult(tasks: NonNullable<Gateway["tasks"]>, res: Serve
     if (!res.headersSent) res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" });
     // The priming event: its id names the wait, so a client whose stream breaks (this process
     // restarts) reconnects with GET and Last-Event-ID, and any gateway process answers it there.
-    if (typeof params["taskId"] === "string") res.write(`id: ${resumptionId(params["taskId"], body.id)}\nretry: ${RESUME_RETRY_MS}\ndata: \n\n`);
+    if (typeof params["taskId"] === "string") {
+      res.write(`id: ${resumptionId(params["taskId"], body.id)}\nretry: ${RESUME_RETRY_MS}\ndata: \n\n`);
+      let open = resumableWaits.get(tasks);
+      if (!open) resumableWaits.set(tasks, (open = new Set()));
+      open.add(res);
+    }
     tick();
     keepAlive = setInterval(tick, tasks.keepAliveMs);
   };
@@ -252,6 +275,7 @@ async function answerTaskResult(tasks: NonNullable<Gateway["tasks"]>, res: Serve
   } finally {
     clearInterval(keepAlive);
     res.off("close", gone);
+    resumableWaits.get(tasks)?.delete(res);
   }
   if (res.writableEnded || res.destroyed) return;
   const message = JSON.stringify("error" in answer ? { jsonrpc: "2.0", id: body.id, error: answer.error } : { jsonrpc: "2.0", id: body.id, result: answer.result });

@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { APPROVAL_CLOSED_JSONRPC_CODE, APPROVAL_REQUIRED_JSONRPC_CODE } from "../../src/gateway/errors.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
+import { cutTaskWaits } from "../../src/gateway/mcp.js";
 import { RELATED_TASK_META_KEY, TASKS_CAPABILITY } from "../../src/gateway/tasks.js";
 import { createWorld, vote, type World } from "./world.js";
 
@@ -235,6 +236,32 @@ describe("no sessions: the task is in the database", () => {
       expect(executionsOf(task.taskId)).toHaveLength(1);
     } finally {
       await second.close();
+    }
+  });
+
+  it("a drain cuts the resumable waits at once (cutTaskWaits): each client resumes with Last-Event-ID, on this node or another, and gets its result", async () => {
+    const node = await w.serveGateway({ keepAliveMs: 20 });
+    try {
+      const client = await agent(w.keyPlaintext, node.url);
+      const { task } = await callAsTask(client, "acme/drain-1");
+      const pending = client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+      await vi.waitFor(() => expect(node.gateway.tasks!.openWaits()).toBe(1));
+      const raw = rawResult(node.url, w.keyPlaintext, task.taskId);
+      await raw.until(() => /^id: /m.test(raw.text()));
+      await vi.waitFor(() => expect(node.gateway.tasks!.openWaits()).toBe(2));
+
+      expect(cutTaskWaits(node.gateway)).toBe(2);
+      // Both streams end without an answer (the raw one sees no message), and their waits end with them.
+      await vi.waitFor(() => expect(node.gateway.tasks!.openWaits()).toBeLessThan(2));
+      expect(lastMessage(raw.text())).toBeNull();
+      // The SDK client reconnects by itself (here the same node: a balancer would pick another) and waits again.
+      await vi.waitFor(() => expect(node.gateway.tasks!.openWaits()).toBe(1), { timeout: 10_000 });
+      await approve(task.taskId);
+      expect(((await pending) as CallToolResult).structuredContent).toEqual({ deleted: "acme/drain-1" });
+      expect(executionsOf(task.taskId)).toHaveLength(1);
+      expect(cutTaskWaits(node.gateway)).toBe(0);
+    } finally {
+      await node.close();
     }
   });
 
