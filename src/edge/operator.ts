@@ -144,7 +144,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const hub = gateHub(db, events);
   hub.roundListeners.add(metrics.gateRound);
   // Shared by every API process on one Redis (src/infra/shared-limits.ts), per process without it.
-  const limiter = deps.limits.buckets("graphql", config.rateLimit.rps, config.rateLimit.burst);
+  const buckets = deps.limits.buckets("graphql", config.rateLimit.rps, config.rateLimit.burst);
   const openOperations = deps.limits.openOperations("graphql", config.rateLimit.maxSubscriptionsPerToken);
   let socketSeq = 0;
   // The client's address for the unauthenticated limits: X-Forwarded-For only from a trusted proxy.
@@ -160,8 +160,14 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
    * first refusal's), and made-up tokens none.
    */
   const readsAlongside = (key: string) => key.startsWith("token:") && !refusedLately.has(key);
-  /** A refused take: its key is refused lately until its Retry-After. */
-  const refused = (key: string, taken: { retryAfterMs: number }) => refusedLately.remember(key, taken.retryAfterMs);
+  /** The API's rate, every take of it: a refused key is refused lately until its Retry-After. */
+  const limiter = {
+    async take(key: string) {
+      const taken = await buckets.take(key);
+      if (!taken.ok) refusedLately.remember(key, taken.retryAfterMs);
+      return taken;
+    },
+  };
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
 
   const rateLimitedError = (message: string, retryAfterMs?: number) =>
@@ -287,7 +293,6 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       if (alongside && tokenHash && readsAlongside(key)) alongside(tokenHash);
       const taken = await limiter.take(key);
       if (taken.ok) return false;
-      refused(key, taken);
       metrics.rateLimited("http");
       const seconds = retryAfterSeconds(taken.retryAfterMs);
       logger.warn({ key: keyLabel(key), path: url.pathname, retryAfterSeconds: seconds }, "request rate limited");
@@ -328,7 +333,6 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         early?.catch(() => {});
         const taken = await limiter.take(key);
         if (!taken.ok) {
-          refused(key, taken);
           metrics.rateLimited("ws_connect");
           // 1013 "Try Again Later": clients may reconnect, after a while.
           extra.socket.close(1013, "Rate limited: try again later");
@@ -369,7 +373,6 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
         if (!live) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
         const taken = await limiter.take(live.rateKey);
         if (!taken.ok) {
-          refused(live.rateKey, taken);
           metrics.rateLimited("ws_operation");
           return [rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} operations per second.`, taken.retryAfterMs)];
         }
