@@ -7,7 +7,7 @@ import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { GraphQLError, type DocumentNode } from "graphql";
-import { authenticateWithEpoch, sameViewer, type Authenticated, type Viewer } from "./auth/authenticate.js";
+import { authenticateWithEpoch, type Authenticated, type Viewer } from "./auth/authenticate.js";
 import { bearerFrom, hashToken } from "./auth/tokens.js";
 import { Authz } from "./authz/authz.js";
 import { EpochCache, type PrincipalCache } from "./authz/principal.js";
@@ -272,13 +272,12 @@ export function createApp(deps: Infra) {
 
   /**
    * An operation on a socket: what yoga adds to its SocketOperation (the initial context, which
-   * gives it its logger). Its token is read batched with those arriving beside it, and while the
-   * read agrees with the socket's it shares the socket's viewer object.
+   * gives it its logger). Its token is read batched with those arriving beside it; a read that
+   * agrees with the socket's answers with the socket's own viewer object (SocketTokenReads).
    */
-  async function buildSocketContext(initial: SocketOperation, tokenHash: string | null, requestId: string): Promise<Omit<Context, "logger">> {
+  async function buildSocketContext(tokenHash: string | null, requestId: string): Promise<Omit<Context, "logger">> {
     const authenticated = await operator.socketTokens.read(tokenHash);
-    let viewer = authenticated?.viewer ?? null;
-    if (viewer && initial.socketViewer && sameViewer(viewer, initial.socketViewer)) viewer = initial.socketViewer;
+    const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
     return contextOf(requestId, viewer, authenticated);
   }
@@ -296,8 +295,6 @@ export function createApp(deps: Infra) {
     constructor(
       readonly params: unknown,
       readonly connectionParams: Readonly<Record<string, unknown>> | undefined,
-      /** What the socket authenticated as (its operations' contexts share it while their reads agree). */
-      readonly socketViewer: Viewer | null,
       readonly request: Request,
     ) {}
 
@@ -325,7 +322,7 @@ export function createApp(deps: Infra) {
         const fromWs = initial.connectionParams?.authorization ?? initial.connectionParams?.Authorization;
         const bearer = typeof fromWs === "string" ? bearerFrom(fromWs) : null;
         // Without `logger`: yoga assigns this onto `initial`, whose logger is its own (SocketOperation).
-        return buildSocketContext(initial, bearer ? hashToken(bearer) : null, requestId) as Promise<Context>;
+        return buildSocketContext(bearer ? hashToken(bearer) : null, requestId) as Promise<Context>;
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
@@ -455,7 +452,7 @@ export function createApp(deps: Infra) {
         // The operation's context starts from what it reads of the socket, not a copy of
         // graphql-ws's own state (held for as long as a subscription lives, and read by nothing).
         const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped(
-          new SocketOperation(params, ctx.connectionParams, ctx.extra.live?.viewer ?? null, WS_OPERATION_REQUEST),
+          new SocketOperation(params, ctx.connectionParams, WS_OPERATION_REQUEST),
         );
         const context = operator.ws.readsAlongside(ctx) ? (async () => contextFactory())() : null;
         // An operation refused by its rate or its document never awaits it; one that goes on gets its failure.

@@ -98,7 +98,7 @@ export interface SocketAuthenticated extends Authenticated {
 const SHARED_VIEWERS = 10_000;
 
 /** Whether two reads of a token found the same viewer (a socket's operations then share its object). */
-export function sameViewer(a: Viewer, b: Viewer): boolean {
+function sameViewer(a: Viewer, b: Viewer): boolean {
   return (
     a.tokenId === b.tokenId &&
     a.userId === b.userId &&
