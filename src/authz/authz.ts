@@ -130,9 +130,12 @@ export class Authz<V extends Viewer | null = Viewer | null> {
     return checkPermission(await this.principal(), target).allowed;
   }
 
-  /** The principal, when this request has loaded it already (null before): what check() answers from. */
-  loadedPrincipal(): LoadedPrincipal | null {
-    return this.loaded;
+  /**
+   * `use` of the request's principal: at once when it is loaded already, else once it is (a rule
+   * run on every object of a list then answers with a value, not a promise per object).
+   */
+  withPrincipal<T>(use: (p: LoadedPrincipal) => T): T | Promise<T> {
+    return this.loaded ? use(this.loaded) : this.principal().then(use);
   }
 
   /**
@@ -153,7 +156,7 @@ export class Authz<V extends Viewer | null = Viewer | null> {
    */
   check(target: Target): boolean | Promise<boolean> {
     if (!this.viewer) return false;
-    return this.loaded ? checkPermission(this.loaded, target).allowed : this.can(target);
+    return this.withPrincipal((p) => checkPermission(p, target).allowed);
   }
 
   /**

@@ -117,9 +117,7 @@ function sight(ctx: Context): Sight | Promise<Sight> {
   const memo = callerSight.of(ctx);
   if (memo.sight) return memo.sight;
   if (ctx.viewer === null) return NO_SIGHT;
-  const loaded = ctx.authz.loadedPrincipal();
-  if (loaded) return (memo.sight = sightOf(loaded));
-  return ctx.authz.principal().then((p) => (memo.sight = sightOf(p)));
+  return ctx.authz.withPrincipal((p) => (memo.sight = sightOf(p)));
 }
 
 const seen = <T>(s: Sight | Promise<Sight>, rule: (s: Sight) => T): T | Promise<T> => (s instanceof Promise ? s.then(rule) : rule(s));

@@ -50,8 +50,7 @@ export const ReservationRef = builder.prismaObject("Reservation", {
         const viewer = ctx.authz.viewer;
         if (r.releasedAt !== null || viewer === null) return false;
         // At once from the request's principal when it is loaded (a list's reservations), else when it is.
-        const loaded = ctx.authz.loadedPrincipal();
-        return loaded ? mayRelease(loaded, viewer.userId, r) : ctx.authz.principal().then((p) => mayRelease(p, viewer.userId, r));
+        return ctx.authz.withPrincipal((p) => mayRelease(p, viewer.userId, r));
       },
     }),
   }),
