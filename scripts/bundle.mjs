@@ -83,8 +83,19 @@ const graphqlAsModules = {
       const module = found.path.replace(/\.js$/, ".mjs");
       return { ...found, path: existsSync(module) ? module : found.path };
     });
+    // graphql-js checks `instanceof` twice outside production (NODE_ENV), to name a second copy of
+    // graphql loaded beside the first. The bundle holds exactly one, so the check can only cost:
+    // every failed type predicate (isNonNullType on a nullable type, …) took its slow path, for each
+    // variable coerced and each field completed (a tenth of the check API's batch in a CPU profile).
+    build.onLoad({ filter: /[\\/]graphql[\\/]jsutils[\\/]instanceOf\.mjs$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8");
+      const patched = source.replace(GRAPHQL_DEVELOPMENT_CHECK, "true");
+      if (patched === source) throw new Error(`${args.path} no longer reads ${GRAPHQL_DEVELOPMENT_CHECK}: see scripts/bundle.mjs`);
+      return { contents: patched, loader: "js" };
+    });
   },
 };
+const GRAPHQL_DEVELOPMENT_CHECK = "process.env.NODE_ENV === 'production'";
 
 /** Builds the bundle for `hash` (written beside its final name, then renamed in) and drops older ones. */
 export async function buildBundle(hash = sourceHash()) {

@@ -31,6 +31,20 @@ describe("the server bundle", () => {
     }
     expect(bundlePath(sourceHash())).toBe(file);
   });
+
+  it("holds one graphql-js, as its ES modules, without the check for a second copy", async () => {
+    const { file } = await currentBundle();
+    const text = await readFile(file, "utf8");
+    // esbuild heads each module it bundles with a comment naming its file.
+    const graphqlModules = [...text.matchAll(/^\/\/ \S*node_modules\/graphql\/(\S+)$/gm)].map((m) => m[1]!);
+    expect(graphqlModules.length).toBeGreaterThan(50);
+    expect(graphqlModules.filter((name) => !name.endsWith(".mjs"))).toEqual([]);
+    expect(graphqlModules.filter((name) => name === "jsutils/instanceOf.mjs")).toHaveLength(1);
+    const start = text.search(/^\/\/ \S*node_modules\/graphql\/jsutils\/instanceOf\.mjs$/m);
+    const instanceOfModule = text.slice(start, text.indexOf("\n// ", start + 1));
+    expect(instanceOfModule).toContain("instanceof");
+    expect(instanceOfModule).not.toContain("NODE_ENV");
+  });
 });
 
 describe("the PGlite snapshot", () => {
