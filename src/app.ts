@@ -15,6 +15,7 @@ import type { Context } from "./graphql/context.js";
 import { RequestLoaders } from "./graphql/request-loaders.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
+import { useGraphqlJsExecute } from "./graphql/engine.js";
 import { readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, limitByAddress, sendJson, type HttpRoute } from "./edge/http.js";
 import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
@@ -357,6 +358,7 @@ export function createApp(deps: Infra) {
       },
     },
     plugins: [
+      useGraphqlJsExecute(),
       // A span per operation when traces are on (src/infra/tracing.ts); none otherwise.
       ...graphqlTracingPlugins(),
       // One structured line per operation (refused ones at info or warn, no stack), and its metrics.
