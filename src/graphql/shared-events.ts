@@ -288,16 +288,33 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult>, DirectWrit
   }
 }
 
+type SubscribeFn = Parameters<NonNullable<Plugin["onSubscribe"]>>[0]["subscribeFn"];
+
+/**
+ * The subscribe function the plugin sets, one per function it was handed (envelop's own, the same
+ * for every operation without tracing): envelop keeps the one set for as long as the
+ * subscription lives, so a closure made per operation was a closure and a context per subscriber.
+ */
+const subscribeFns = new WeakMap<SubscribeFn, SubscribeFn>();
+function sharingSubscribeFn(subscribeFn: SubscribeFn): SubscribeFn {
+  let sharing = subscribeFns.get(subscribeFn);
+  if (!sharing) {
+    sharing = ((a: ExecutionArgs) => {
+      const text = textOf(a);
+      if (text === null) return subscribeFn(a);
+      return sharedSubscribe(a, internedKey(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
+    }) as SubscribeFn;
+    subscribeFns.set(subscribeFn, sharing);
+  }
+  return sharing;
+}
+
 /** The envelop plugin: shareable subscriptions run through sharedSubscribe, others unchanged. */
 export function useSharedEventResults(): Plugin {
   return {
     onSubscribe({ args, subscribeFn, setSubscribeFn }) {
       if (textOf(args) === null) return;
-      setSubscribeFn(((a: ExecutionArgs) => {
-        const text = textOf(a);
-        if (text === null) return subscribeFn(a);
-        return sharedSubscribe(a, internedKey(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
-      }));
+      setSubscribeFn(sharingSubscribeFn(subscribeFn));
     },
   };
 }
