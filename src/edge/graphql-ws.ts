@@ -331,7 +331,7 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
           this.subscriptions[id] = operationResult as AsyncGenerator<ExecutionResult>;
           streaming = true;
           // Only what the hooks get is passed on: the id and payload (not the message's text), the arguments if onNext reads them.
-          void pull(this, { id, payload }, options.onNext ? execArgs : null, operationResult);
+          new StreamPull(this, { id, payload }, options.onNext ? execArgs : null).start(operationResult);
           return;
         }
       } else if (id in this.subscriptions) await this.next(operationResult, message, execArgs);
@@ -387,28 +387,91 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
 }
 
 /**
- * A started stream, sent result by result until it ends, fails or is completed (what makeServer
- * does in its message handler's `for await`, in a frame of its own that holds only this). Never
- * rejects: what fails here fails the socket, as it would have failed makeServer's handler, with
- * no `.catch` closure kept beside each stream for its whole life.
+ * A started stream, sent result by result until it ends, fails or is completed: makeServer's
+ * `for await` in its message handler, step for step (the result must be an object; a send that
+ * fails closes the stream with return() first, whose own failure is ignored; a stream that fails
+ * is answered with an error message), as an object of its own: while it waits for the next
+ * result it holds this object and the two callbacks of that wait, not a suspended frame. What
+ * fails here fails the socket, as makeServer's handler failing did (closed with 4500).
  */
-async function pull<P extends Payload, E>(
-  connection: SocketConnection<P, E>,
-  operation: Pick<SubscribeMessage, "id" | "payload">,
-  args: ExecutionArgs | null,
-  stream: AsyncIterable<ExecutionResult>,
-): Promise<void> {
-  try {
+class StreamPull<P extends Payload, E> {
+  private iterator!: AsyncIterator<ExecutionResult>;
+
+  constructor(
+    private readonly connection: SocketConnection<P, E>,
+    private readonly operation: Pick<SubscribeMessage, "id" | "payload">,
+    private readonly args: ExecutionArgs | null,
+  ) {}
+
+  start(stream: AsyncIterable<ExecutionResult>): void {
     try {
-      for await (const result of stream) await connection.next(result, operation, args);
+      this.iterator = stream[Symbol.asyncIterator]();
     } catch (error) {
-      await connection.error([streamError(error)], operation);
-      delete connection.subscriptions[operation.id];
+      return this.threw(error);
     }
-    await connection.complete(operation.id in connection.subscriptions, operation);
-  } catch (error) {
-    connection.failed(error);
-  } finally {
-    delete connection.subscriptions[operation.id];
+    this.pull();
+  }
+
+  private pull(): void {
+    let next;
+    try {
+      next = this.iterator.next();
+    } catch (error) {
+      return this.threw(error);
+    }
+    Promise.resolve(next).then(
+      (result) => this.received(result),
+      (error: unknown) => this.threw(error),
+    );
+  }
+
+  private received(result: IteratorResult<ExecutionResult>): void {
+    if (!isObject(result)) return this.threw(new TypeError(`Iterator result ${String(result)} is not an object`));
+    if (result.done) return this.ended();
+    this.connection.next(result.value, this.operation, this.args).then(
+      () => this.pull(),
+      (error: unknown) => this.sendFailed(error),
+    );
+  }
+
+  /** The loop's body threw: the stream is closed (its return(), awaited, its failure ignored), then the error handled. */
+  private sendFailed(error: unknown): void {
+    let closing;
+    try {
+      const close = this.iterator.return;
+      if (close === undefined || close === null) return this.threw(error);
+      closing = close.call(this.iterator);
+    } catch {
+      return this.threw(error);
+    }
+    Promise.resolve(closing).then(
+      () => this.threw(error),
+      () => this.threw(error),
+    );
+  }
+
+  /** The stream failed: an error message for the operation, then it completes (without a complete message). */
+  private threw(error: unknown): void {
+    const { connection, operation } = this;
+    connection.error([streamError(error)], operation).then(
+      () => {
+        delete connection.subscriptions[operation.id];
+        this.ended();
+      },
+      (failure: unknown) => this.failed(failure),
+    );
+  }
+
+  private ended(): void {
+    const { connection, operation } = this;
+    connection.complete(operation.id in connection.subscriptions, operation).then(
+      () => void delete connection.subscriptions[operation.id],
+      (failure: unknown) => this.failed(failure),
+    );
+  }
+
+  private failed(error: unknown): void {
+    delete this.connection.subscriptions[this.operation.id];
+    this.connection.failed(error);
   }
 }
