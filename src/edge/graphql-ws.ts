@@ -44,6 +44,7 @@ import {
   type SubscribeMessage,
 } from "graphql-ws";
 import type { RawData, WebSocket, WebSocketServer } from "ws";
+import { Interned } from "../domain/interned.js";
 import type { Logger } from "../infra/logger.js";
 
 /** useServer's default: a socket is pinged this often and must answer within the same time. */
@@ -65,6 +66,9 @@ export interface GraphqlWsBinding<E extends SocketBound> {
 
 type Payload = Record<string, unknown> | undefined;
 type Options<P extends Payload, E> = Omit<ServerOptions<P, E>, "connectionInitWaitTimeout">;
+
+/** The text of the operations streaming on this process (many subscribers send the same). */
+const streamedQueries = new Interned();
 
 /** Close reasons are limited to 123 bytes by the WebSocket protocol. */
 const closeReason = (error: unknown) => {
@@ -330,6 +334,8 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
         } else {
           this.subscriptions[id] = operationResult as AsyncGenerator<ExecutionResult>;
           streaming = true;
+          // Held as long as the stream runs (with the operation's context, as its params): one copy of each text.
+          (payload as { query: string }).query = streamedQueries.of(payload.query);
           // Only what the hooks get is passed on: the id and payload (not the message's text), the arguments if onNext reads them.
           new StreamPull(this, { id, payload }, options.onNext ? execArgs : null).start(operationResult);
           return;
