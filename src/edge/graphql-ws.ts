@@ -10,10 +10,10 @@
 //   terminated (useServer's rule: no pong within KEEP_ALIVE_MS of a ping). A tick that comes
 //   late (this process was busy: a long GC, a heap snapshot) terminates nobody: after such a
 //   stall timers run before the sockets are read, so pongs that did arrive would look missing;
-// - a streaming operation is pulled by a small function of its own once it has started, not in
-//   the frame that handled its `subscribe` message: makeServer's message handler stays suspended
-//   in a `for await` for the subscription's whole life, keeping the raw message (text and
-//   parsed), its three `emit` closures and every local of that large function;
+// - a streaming operation is pulled by an object of its own (StreamPull) once it has started,
+//   not in the frame that handled its `subscribe` message: makeServer's message handler stays
+//   suspended in a `for await` for the subscription's whole life, keeping the raw message (text
+//   and parsed), its three `emit` closures and every local of that large function;
 // - a socket is one object (SocketConnection: it is also the `ctx` the hooks get) and its `ws`
 //   listeners are functions shared by every socket, not closures (and `once` wrappers) per socket;
 // - the upgrade request is read once, when the socket opens (`extra` gets what it needs, such as
