@@ -192,6 +192,23 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
   };
 
+  /**
+   * A subscription's line, once its subscribe has answered. One hook object for every
+   * subscription, its start kept by the arguments until then: envelop keeps what onSubscribe
+   * returned for as long as the subscription lives, so a closure over the start per operation
+   * was a closure and a context per subscriber.
+   */
+  const subscribeStarted = new WeakMap<object, number>();
+  const subscribeLogged: Exclude<Awaited<ReturnType<NonNullable<Plugin<Context>["onSubscribe"]>>>, void> = {
+    onSubscribeResult({ args, result }) {
+      const started = subscribeStarted.get(args) ?? performance.now();
+      subscribeStarted.delete(args);
+      const op = getOperationAST(args.document, args.operationName);
+      const errors = !(Symbol.asyncIterator in (result as object)) ? ((result as { errors?: unknown[] }).errors ?? undefined) : undefined;
+      logOperation((args.contextValue as Context).logger, op?.name?.value ?? args.operationName, "subscription", errors, (performance.now() - started) / 1000);
+    },
+  };
+
   const plugin: Plugin<Context> = {
     // Refused before execution: a syntax error or the token limit (parse), a validation error
     // or a depth / alias / cost limit (validate). One line each, at info, never a stack.
@@ -228,14 +245,8 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       };
     },
     onSubscribe({ args }) {
-      const started = performance.now();
-      const op = getOperationAST(args.document, args.operationName);
-      return {
-        onSubscribeResult({ result }) {
-          const errors = !(Symbol.asyncIterator in (result as object)) ? ((result as { errors?: unknown[] }).errors ?? undefined) : undefined;
-          logOperation((args.contextValue as Context).logger, op?.name?.value ?? args.operationName, "subscription", errors, (performance.now() - started) / 1000);
-        },
-      };
+      subscribeStarted.set(args, performance.now());
+      return subscribeLogged;
     },
   };
 

@@ -39,6 +39,7 @@ import {
 } from "graphql";
 import { isPromise, type Plugin } from "graphql-yoga";
 import type { Context, SubscriptionSink } from "./context.js";
+import { Interned } from "../domain/interned.js";
 import { forgetDecidedScopes } from "./helpers.js";
 
 /** Per type, the fields whose value depends on the event only (null: every field of the type). */
@@ -103,18 +104,9 @@ interface Shared {
 }
 /**
  * Operation keys in use, interned: the subscribers of one plan with one query hold one string,
- * not a copy each (they hold it as long as they subscribe). Started over past MAX_KEYS: sharing
- * saves memory and decides nothing.
+ * not a copy each (they hold it as long as they subscribe).
  */
-const keys = new Map<string, string>();
-const MAX_KEYS = 10_000;
-function internedKey(key: string): string {
-  const known = keys.get(key);
-  if (known !== undefined) return known;
-  if (keys.size >= MAX_KEYS) keys.clear();
-  keys.set(key, key);
-  return key;
-}
+const keys = new Interned();
 
 /** Event object → operation key → its execution. Dropped with the event. */
 const results = new WeakMap<object, Map<string, Shared>>();
@@ -288,16 +280,33 @@ class SharedStream implements AsyncIterableIterator<ExecutionResult>, DirectWrit
   }
 }
 
+type SubscribeFn = Parameters<NonNullable<Plugin["onSubscribe"]>>[0]["subscribeFn"];
+
+/**
+ * The subscribe function the plugin sets, one per function it was handed (envelop's own, the same
+ * for every operation without tracing): envelop keeps the one set for as long as the
+ * subscription lives, so a closure made per operation was a closure and a context per subscriber.
+ */
+const subscribeFns = new WeakMap<SubscribeFn, SubscribeFn>();
+function sharingSubscribeFn(subscribeFn: SubscribeFn): SubscribeFn {
+  let sharing = subscribeFns.get(subscribeFn);
+  if (!sharing) {
+    sharing = ((a: ExecutionArgs) => {
+      const text = textOf(a);
+      if (text === null) return subscribeFn(a);
+      return sharedSubscribe(a, keys.of(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
+    }) as SubscribeFn;
+    subscribeFns.set(subscribeFn, sharing);
+  }
+  return sharing;
+}
+
 /** The envelop plugin: shareable subscriptions run through sharedSubscribe, others unchanged. */
 export function useSharedEventResults(): Plugin {
   return {
     onSubscribe({ args, subscribeFn, setSubscribeFn }) {
       if (textOf(args) === null) return;
-      setSubscribeFn(((a: ExecutionArgs) => {
-        const text = textOf(a);
-        if (text === null) return subscribeFn(a);
-        return sharedSubscribe(a, internedKey(`${text}\u0000${a.operationName ?? ""}\u0000${JSON.stringify(a.variableValues ?? {})}`));
-      }));
+      setSubscribeFn(sharingSubscribeFn(subscribeFn));
     },
   };
 }

@@ -1,7 +1,9 @@
-// The graphql-ws binding (src/edge/graphql-ws.ts): the protocol is graphql-ws's own; what the
-// binding owns is checked here on a bare `ws` server: one keep-alive for every socket (a socket
-// that stops answering pings is terminated, one that answers stays), the connection_init wait,
-// what `extra` each socket gets, and operations running through it.
+// The graphql-ws binding (src/edge/graphql-ws.ts): graphql-transport-ws with graphql-ws's own
+// messages, codes and hooks, run on the sockets by the binding; checked here on a bare `ws`
+// server: one keep-alive for every socket (a socket that stops answering pings is terminated, one
+// that answers stays), the connection_init wait, what `extra` each socket gets, and operations
+// running through it: a stream to its end, one completed by the client, one that fails, and the
+// protocol's refusals.
 
 import { createServer, type Server } from "node:http";
 import { buildSchema } from "graphql";
@@ -11,12 +13,29 @@ import WebSocket, { WebSocketServer } from "ws";
 import { serveGraphqlWs, type SocketBound } from "../../src/edge/graphql-ws.js";
 import { createLogger } from "../../src/infra/logger.js";
 
-const schema = buildSchema(`type Query { hello: String } type Subscription { count: Int }`);
+const schema = buildSchema(`type Query { hello: String } type Subscription { count: Int, forever: Int, failing: Int }`);
+/** How many `forever` streams are still running (a stream completed by the client is returned: it stops). */
+let running = 0;
 const roots = {
   query: { hello: () => "world" },
   subscription: {
     count: async function* () {
       for (let i = 1; i <= 3; i++) yield { count: i };
+    },
+    forever: async function* () {
+      running++;
+      try {
+        for (let i = 1; ; i++) {
+          yield { forever: i };
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        running--;
+      }
+    },
+    failing: async function* () {
+      yield { failing: 1 };
+      throw new Error("the source broke");
     },
   },
 };
@@ -39,7 +58,9 @@ async function serve(options: { keepAliveMs?: number; initWaitMs?: number } = {}
   server = createServer();
   const wsServer = new WebSocketServer({ server, path: "/graphql" });
   const extras: Extra[] = [];
-  const binding = serveGraphqlWs<Record<string, unknown> | undefined, Extra>({ schema, roots }, wsServer, {
+  const completed: string[] = [];
+  const onComplete = (_ctx: unknown, id: string) => void completed.push(id);
+  const binding = serveGraphqlWs<Record<string, unknown> | undefined, Extra>({ schema, roots, onComplete }, wsServer, {
     extra: (socket, request) => {
       const extra = { socket, address: request.socket.remoteAddress };
       extras.push(extra);
@@ -52,7 +73,27 @@ async function serve(options: { keepAliveMs?: number; initWaitMs?: number } = {}
   dispose = () => binding.dispose();
   await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
-  return { url: `ws://127.0.0.1:${port}/graphql`, extras };
+  return { url: `ws://127.0.0.1:${port}/graphql`, extras, completed };
+}
+
+/** A raw graphql-transport-ws socket: every message it receives, in order, and a wait for the next matching one. */
+function protocolSocket(url: string) {
+  const s = socket(url);
+  const received: Record<string, unknown>[] = [];
+  const waiting: { match: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] = [];
+  s.ws.on("message", (data) => {
+    const message = JSON.parse(String(data)) as Record<string, unknown>;
+    received.push(message);
+    for (const w of waiting.splice(0)) (w.match(message) ? w.resolve(message) : waiting.push(w));
+  });
+  const next = (match: (m: Record<string, unknown>) => boolean) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const seen = received.find(match);
+      if (seen) resolve(seen);
+      else waiting.push({ match, resolve });
+    });
+  const send = (message: object) => s.ws.send(JSON.stringify(message));
+  return { ...s, received, next, send };
 }
 
 function socket(url: string, options: WebSocket.ClientOptions = {}) {
@@ -128,5 +169,87 @@ describe("the graphql-ws binding", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(initialized.ws.readyState).toBe(WebSocket.OPEN);
     initialized.ws.close();
+  });
+
+  it("a stream completed by the client is returned (it stops), gets no complete message, and onComplete is told", async () => {
+    const { url, completed } = await serve();
+    const s = protocolSocket(url);
+    await s.opened;
+    s.send({ type: "connection_init" });
+    await s.next((m) => m.type === "connection_ack");
+    s.send({ id: "a", type: "subscribe", payload: { query: "subscription { forever }" } });
+    await s.next((m) => m.id === "a" && (m.payload as { data: { forever: number } }).data.forever === 2);
+    expect(running).toBe(1);
+    s.send({ id: "a", type: "complete" });
+    await expect.poll(() => completed).toEqual(["a"]);
+    expect(running).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(s.received.filter((m) => m.type === "complete")).toEqual([]);
+    s.ws.close();
+  });
+
+  it("a stream that fails is answered with an error message carrying its message, then completes without a complete message", async () => {
+    const { url, completed } = await serve();
+    const s = protocolSocket(url);
+    await s.opened;
+    s.send({ type: "connection_init" });
+    await s.next((m) => m.type === "connection_ack");
+    s.send({ id: "f", type: "subscribe", payload: { query: "subscription { failing }" } });
+    const error = await s.next((m) => m.id === "f" && m.type === "error");
+    expect(error.payload).toEqual([{ message: "the source broke" }]);
+    expect(s.received.filter((m) => m.id === "f").map((m) => m.type)).toEqual(["next", "error"]);
+    await expect.poll(() => completed).toEqual(["f"]);
+    // The socket stays open for other operations.
+    s.send({ id: "q", type: "subscribe", payload: { query: "{ hello }" } });
+    expect((await s.next((m) => m.id === "q" && m.type === "next")).payload).toEqual({ data: { hello: "world" } });
+    expect((await s.next((m) => m.id === "q" && m.type === "complete")).type).toBe("complete");
+    s.ws.close();
+  });
+
+  it("a stream that ends sends a complete message; closing the socket returns the streams still running", async () => {
+    const { url, completed } = await serve();
+    const s = protocolSocket(url);
+    await s.opened;
+    s.send({ type: "connection_init" });
+    await s.next((m) => m.type === "connection_ack");
+    s.send({ id: "c", type: "subscribe", payload: { query: "subscription { count }" } });
+    await s.next((m) => m.id === "c" && m.type === "complete");
+    expect(s.received.filter((m) => m.id === "c" && m.type === "next")).toHaveLength(3);
+    s.send({ id: "r", type: "subscribe", payload: { query: "subscription { forever }" } });
+    await s.next((m) => m.id === "r" && m.type === "next");
+    expect(running).toBe(1);
+    s.ws.close();
+    await expect.poll(() => running).toBe(0);
+    await expect.poll(() => completed).toEqual(["c", "r"]);
+  });
+
+  it("refuses what the protocol refuses: subscribe before connection_ack (4401), an id already running (4409), a second connection_init (4429), a message that is not one (4400)", async () => {
+    const { url } = await serve();
+    const early = protocolSocket(url);
+    await early.opened;
+    early.send({ id: "1", type: "subscribe", payload: { query: "{ hello }" } });
+    expect(await early.closed).toBe(4401);
+
+    const twice = protocolSocket(url);
+    await twice.opened;
+    twice.send({ type: "connection_init" });
+    await twice.next((m) => m.type === "connection_ack");
+    twice.send({ id: "1", type: "subscribe", payload: { query: "subscription { forever }" } });
+    await twice.next((m) => m.id === "1");
+    twice.send({ id: "1", type: "subscribe", payload: { query: "subscription { forever }" } });
+    expect(await twice.closed).toBe(4409);
+
+    const init = protocolSocket(url);
+    await init.opened;
+    init.send({ type: "connection_init" });
+    await init.next((m) => m.type === "connection_ack");
+    init.send({ type: "connection_init" });
+    expect(await init.closed).toBe(4429);
+
+    const garbage = protocolSocket(url);
+    await garbage.opened;
+    garbage.ws.send("not json");
+    expect(await garbage.closed).toBe(4400);
+    await expect.poll(() => running).toBe(0);
   });
 });

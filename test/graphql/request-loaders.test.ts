@@ -13,6 +13,7 @@ const filesUnder = (dir: string): string[] =>
 const NOT_PER_REQUEST: Record<string, string> = {
   "shared-events.ts: sharedText": "a parsed document: whether its selection is shareable, across requests",
   "shared-events.ts: results": "an event object: one execution shared by every subscriber of that event",
+  "shared-events.ts: subscribeFns": "a subscribe function envelop hands the plugin (its own, the same for every operation): the one set in its place",
   "plugins/storable-text.ts: plans": "an input type: how to walk it, made once per type for every request",
 };
 

@@ -80,9 +80,11 @@ describe("GET /metrics", () => {
     const plan = await ops(t).submit(runner.token, w.id, [{ address: "aws_s3_bucket.logs", action: "CREATE" }]);
     const { client } = trackedClient(base, org.adminToken);
     clients.push(client);
-    const s = subscribe<{ version: number; passed: boolean }>(client, `subscription($p: ID!) { planGate(planId: $p) { version passed } }`, { p: plan.id }, (d) => d.planGate);
+    const s = subscribe<{ version: number; passed: boolean }>(client, `subscription MetricsGate($p: ID!) { planGate(planId: $p) { version passed } }`, { p: plan.id }, (d) => d.planGate);
     await s.next();
     const open = await scrape();
+    // The subscription is counted once, when its subscribe has answered.
+    expect(sample(open, "countersign_graphql_operations_total", { operation: "MetricsGate", type: "subscription", outcome: "ok" })).toBe(1);
     expect(sample(open, "countersign_websockets_open")).toBe(1);
     expect(sample(open, "countersign_subscriptions_open", { kind: "planGate" })).toBe(1);
     const rounds = sample(open, "countersign_gate_rounds_total") ?? 0;
