@@ -18,7 +18,7 @@ import { createSharedLimits, memoryLimits } from "../src/infra/shared-limits.js"
 import { BENCH_DATABASE_URL, log, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
-const ROUNDS = 30;
+const ROUNDS = 60;
 /** Requests per round and store (after a few unmeasured ones), and takes per round and store. */
 const REQUESTS = 100;
 const TAKES = 500;
