@@ -2,9 +2,12 @@
 // run on the shared Redis, one round trip) beside the same take in memory, interleaved round by
 // round so both see the same machine. Every API request takes one (src/edge/operator.ts).
 // Each round swaps which of the two goes first: the process is still warming up over the first
-// rounds, and whichever always went first would always be measured the colder.
+// rounds, and whichever always went first would always be measured the colder. Rounds are many and
+// short (a shared machine's load changes within seconds, and a few long rounds let one busy
+// stretch decide the row); a row is the median of the rounds' p50s.
 
 import { randomBytes, randomUUID } from "node:crypto";
+import { loadavg } from "node:os";
 import { createApp } from "../src/app.js";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { loadConfig } from "../src/infra/config.js";
@@ -15,7 +18,10 @@ import { createSharedLimits, memoryLimits } from "../src/infra/shared-limits.js"
 import { BENCH_DATABASE_URL, log, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
-const ROUNDS = 5;
+const ROUNDS = 60;
+/** Requests per round and store (after a few unmeasured ones), and takes per round and store. */
+const REQUESTS = 100;
+const TAKES = 500;
 
 export async function run(): Promise<BenchRow[]> {
   return [...(await takes()), ...(await withBenchSchema((db, schema) => requests(db, schema)))];
@@ -53,10 +59,12 @@ async function requests(db: Database, schema: string): Promise<BenchRow[]> {
   const redisTimes: Timing[] = [];
   const memoryTimes: Timing[] = [];
   try {
+    // The first use of each app warms it (JIT, pools, the token known valid), unmeasured.
+    for (const url of [inRedis.url, inMemory.url]) await timeAsync(ask(url), { warmup: 200, iterations: 1 });
     for (let round = 0; round < ROUNDS; round++) {
       await inTurn(round, {
-        redis: async () => void redisTimes.push(await timeAsync(ask(inRedis.url), { warmup: 50, iterations: 300 })),
-        memory: async () => void memoryTimes.push(await timeAsync(ask(inMemory.url), { warmup: 50, iterations: 300 })),
+        redis: async () => void redisTimes.push(await timeAsync(ask(inRedis.url), { warmup: 5, iterations: REQUESTS })),
+        memory: async () => void memoryTimes.push(await timeAsync(ask(inMemory.url), { warmup: 5, iterations: REQUESTS })),
       });
     }
   } finally {
@@ -67,7 +75,7 @@ async function requests(db: Database, schema: string): Promise<BenchRow[]> {
   }
   const redisP50 = median(redisTimes.map((t) => t.p50));
   const memoryP50 = median(memoryTimes.map((t) => t.p50));
-  log(`request p50: limits in Redis ${redisP50.toFixed(2)} ms, in memory ${memoryP50.toFixed(2)} ms`);
+  log(`request p50: limits in Redis ${redisP50.toFixed(3)} ms, in memory ${memoryP50.toFixed(3)} ms: ${(redisP50 / memoryP50).toFixed(2)}× (median of ${ROUNDS} interleaved rounds of ${REQUESTS}; rounds' own ratios ${spread(redisTimes, memoryTimes)}; load ${loadavg().map((l) => l.toFixed(2)).join(", ")})`);
   return [row("{ __typename } over HTTP, limits in Redis, p50", redisP50, "ms", { baseline: { name: "limits in memory", value: memoryP50 }, target: "≤ 1.2× in memory", pass: redisP50 <= memoryP50 * 1.2 })];
 }
 
@@ -78,7 +86,18 @@ async function inTurn(round: number, measure: { redis: () => Promise<void>; memo
   await second();
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length / 2;
+  return sorted.length % 2 === 1 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** The rounds' own Redis ÷ memory p50 ratios: median and quartiles, as context for the row. */
+const spread = (redis: readonly Timing[], memory: readonly Timing[]) => {
+  const ratios = redis.map((t, i) => t.p50 / memory[i]!.p50).sort((a, b) => a - b);
+  const at = (q: number) => ratios[Math.min(ratios.length - 1, Math.floor(q * ratios.length))]!.toFixed(2);
+  return `median ${median(ratios).toFixed(2)}×, quartiles ${at(0.25)}–${at(0.75)}`;
+};
 
 /** One take, Redis beside memory. */
 async function takes(): Promise<BenchRow[]> {
@@ -92,10 +111,11 @@ async function takes(): Promise<BenchRow[]> {
   const redisTimes: Timing[] = [];
   const memoryTimes: Timing[] = [];
   try {
+    for (const buckets of [inRedis, inMemory]) await timeAsync(() => buckets.take(keys[n++ % keys.length]!), { warmup: 500, iterations: 1 });
     for (let round = 0; round < ROUNDS; round++) {
       await inTurn(round, {
-        redis: async () => void redisTimes.push(await timeAsync(() => inRedis.take(keys[n++ % keys.length]!), { warmup: 200, iterations: 2000 })),
-        memory: async () => void memoryTimes.push(await timeAsync(() => inMemory.take(keys[n++ % keys.length]!), { warmup: 200, iterations: 2000 })),
+        redis: async () => void redisTimes.push(await timeAsync(() => inRedis.take(keys[n++ % keys.length]!), { warmup: 20, iterations: TAKES })),
+        memory: async () => void memoryTimes.push(await timeAsync(() => inMemory.take(keys[n++ % keys.length]!), { warmup: 20, iterations: TAKES })),
       });
     }
   } finally {
@@ -105,7 +125,7 @@ async function takes(): Promise<BenchRow[]> {
   const redisP50 = median(redisTimes.map((t) => t.p50)) * 1000;
   const memoryP50 = median(memoryTimes.map((t) => t.p50)) * 1000;
   const redisP99 = median(redisTimes.map((t) => t.p99)) * 1000;
-  log(`rate-limit take p50: Redis ${redisP50.toFixed(1)} µs, memory ${memoryP50.toFixed(2)} µs (median of ${ROUNDS} interleaved rounds)`);
+  log(`rate-limit take p50: Redis ${redisP50.toFixed(1)} µs, memory ${memoryP50.toFixed(2)} µs (median of ${ROUNDS} interleaved rounds of ${TAKES}; load ${loadavg().map((l) => l.toFixed(2)).join(", ")})`);
   return [
     row("rate-limit take in Redis, p50 (one per request)", redisP50, "µs", { baseline: { name: "the same take in memory", value: memoryP50 }, max: 1000, target: "< 1 ms added per request" }),
     row("rate-limit take in Redis, p99", redisP99, "µs"),
