@@ -249,13 +249,8 @@ export function createApp(deps: Infra) {
     tokenReads.set(req, read);
   };
 
-  /**
-   * `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it;
-   * `read`: its read, when started already; `admission`: the request's rate, when still being
-   * taken (operator.admission: throws if it refused, so nothing runs).
-   */
-  async function buildContext(tokenHash: string | null, requestId: string, read?: Promise<Authenticated | null>, admission?: Promise<void> | null): Promise<Context> {
-    if (admission) await admission;
+  /** `tokenHash`: the bearer token's hash (null without one), as the rate limiter computed it; `read`: its read, when started already. */
+  async function buildContext(tokenHash: string | null, requestId: string, read?: Promise<Authenticated | null>): Promise<Context> {
     const authenticated = await (read ?? authenticateWithEpoch(db.sql, tokenHash));
     const viewer = authenticated?.viewer ?? null;
     if (viewer) operator.authenticated(tokenHash!);
@@ -332,7 +327,7 @@ export function createApp(deps: Infra) {
       }
       // An HTTP request: node's req is yoga's server context (requestListener below), its token
       // hashed once for the rate limit and here; without it (yoga.fetch in tests), the header.
-      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId, tokenReads.get(initial.req), operator.admission(initial.req));
+      if (initial.req) return buildContext(operator.tokenHashOf(initial.req), requestId, tokenReads.get(initial.req));
       const bearer = bearerFrom(initial.request.headers.get("authorization"));
       return buildContext(bearer ? hashToken(bearer) : null, requestId);
     },
@@ -416,9 +411,8 @@ export function createApp(deps: Infra) {
       path: yoga.graphqlEndpoint,
       credential: "api-token",
       handle: async (req, res, url) => {
-        // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses;
-        // for a token known valid, its read, the body and yoga's parsing and validation go on
-        // while its rate is taken, and its context and answer wait for the take (operator.http).
+        // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
+        // A token known valid is read while its rate is taken (operator.http).
         if (await operator.http(req, res, url, readTokenOf(req))) return true;
         if (!(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return true;
         await yoga.requestListener(req, res);

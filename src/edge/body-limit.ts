@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
  */
 /** True with the body read; false when it answered 413, or when the client went away mid-body (nothing to answer). */
 export async function readBodyWithinLimit(req: IncomingMessage, res: ServerResponse, maxBytes: number): Promise<boolean> {
-  if (bodiless(req)) return true;
+  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return true;
   const declared = req.headers["content-length"];
   if (declared !== undefined && Number(declared) > maxBytes) {
     refuse(req, res, maxBytes);
@@ -81,17 +81,4 @@ function refuse(req: IncomingMessage, res: ServerResponse, maxBytes: number): vo
   res.writeHead(413, { "content-type": "application/json; charset=utf-8", connection: "close" }).end(body);
   // Discard what is still coming, so the client finishes sending and reads the 413.
   req.resume();
-}
-
-const bodiless = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS";
-
-/**
- * Whether a request's body is known to be within the limit before it is read, so that
- * readBodyWithinLimit cannot answer 413: it has none (GET, HEAD, OPTIONS) or declares a
- * Content-Length within the limit (Node's parser delivers no more).
- */
-export function bodyKnownWithinLimit(req: IncomingMessage, maxBytes: number): boolean {
-  if (bodiless(req)) return true;
-  const declared = req.headers["content-length"];
-  return declared !== undefined && Number(declared) <= maxBytes;
 }

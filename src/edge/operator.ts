@@ -10,7 +10,6 @@ import { SocketTokenReads, type Viewer } from "../auth/authenticate.js";
 import { LiveSockets, TOKEN_INVALID_CLOSE, type LiveSocket } from "../auth/live-sockets.js";
 import { bearerFrom, hashToken } from "../auth/tokens.js";
 import { AppError } from "../errors.js";
-import { bodyKnownWithinLimit } from "./body-limit.js";
 import type { Context } from "../graphql/context.js";
 import { gateHub } from "../services/gate-live.js";
 import type { Config } from "../infra/config.js";
@@ -128,14 +127,6 @@ export function outcomeOf(errors: readonly unknown[] | undefined): string {
 
 const EMPTY_LEASES: ReadonlySet<string> = new Set();
 
-/** The 429 answered to an HTTP request over its rate. */
-interface HttpRefusal {
-  status: 429;
-  headers: Record<string, string>;
-  body: string;
-  retryAfterMs: number;
-}
-
 /** One line, no stack: the first error's message, shortened. */
 function firstMessage(errors: readonly unknown[]): string {
   const m = String((errors[0] as Error)?.message ?? "");
@@ -178,7 +169,6 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     },
   };
   const maxOps = config.rateLimit.maxSubscriptionsPerToken;
-  const bodyWithinLimit = (req: IncomingMessage) => bodyKnownWithinLimit(req, config.maxBodyBytes);
 
   const rateLimitedError = (message: string, retryAfterMs?: number) =>
     new GraphQLError(message, { extensions: { code: RATE_LIMITED, ...(retryAfterMs ? { retryAfterSeconds: retryAfterSeconds(retryAfterMs) } : {}) } });
@@ -199,40 +189,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
   const operationName = (context: unknown) => (context as { params?: { operationName?: string } }).params?.operationName;
   const validationRefused = (context: unknown, document: DocumentNode, started: number, errors: readonly unknown[]) => {
     const op = getOperationAST(document, operationName(context));
-    const seconds = (performance.now() - started) / 1000;
-    ifAdmitted(context, () => logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, seconds, "GRAPHQL_VALIDATION_FAILED"));
-  };
-
-  /**
-   * HTTP requests let through while their rate is taken (http below): the take's answer, null
-   * when admitted, else the 429 it gets. Yoga parses and validates meanwhile; the context waits
-   * for it (admission), so nothing runs before the request is admitted, and every answer yoga
-   * makes for it waits for it too (the plugin's onResponse), so a refused request gets its 429.
-   */
-  const admissions = new WeakMap<IncomingMessage, Promise<HttpRefusal | null>>();
-  const admissionOf = (context: unknown) => {
-    const req = (context as { req?: IncomingMessage } | undefined)?.req;
-    return req ? admissions.get(req) : undefined;
-  };
-  /** Runs `then` (a refused operation's line) only for a request its rate admitted: a 429 is logged as one. */
-  const ifAdmitted = (context: unknown, then: () => void) => {
-    const admission = admissionOf(context);
-    if (!admission) return then();
-    admission.then(
-      (refused) => {
-        if (!refused) then();
-      },
-      () => {},
-    );
-  };
-
-  /** The 429 of an HTTP request over its rate, counted and logged once. */
-  const refuseHttp = (key: string, retryAfterMs: number): HttpRefusal => {
-    metrics.rateLimited("http");
-    const seconds = retryAfterSeconds(retryAfterMs);
-    logger.warn({ key: keyLabel(key), path: GRAPHQL_PATH, retryAfterSeconds: seconds }, "request rate limited");
-    const body = { errors: [{ message: `Rate limit exceeded: at most ${config.rateLimit.rps} requests per second. Retry after ${seconds} s.`, extensions: { code: RATE_LIMITED, retryAfterSeconds: seconds } }] };
-    return { status: 429, headers: { "content-type": "application/json; charset=utf-8", "retry-after": String(seconds) }, body: JSON.stringify(body), retryAfterMs };
+    logOperation(requestLogger(context), op?.name?.value ?? operationName(context), op?.operation ?? "unknown", errors, (performance.now() - started) / 1000, "GRAPHQL_VALIDATION_FAILED");
   };
 
   /**
@@ -258,9 +215,7 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
     onParse({ context }) {
       const started = performance.now();
       return ({ result }) => {
-        if (!(result instanceof Error)) return;
-        const seconds = (performance.now() - started) / 1000;
-        ifAdmitted(context, () => logOperation(requestLogger(context), operationName(context), "unknown", [result], seconds, "GRAPHQL_PARSE_FAILED"));
+        if (result instanceof Error) logOperation(requestLogger(context), operationName(context), "unknown", [result], (performance.now() - started) / 1000, "GRAPHQL_PARSE_FAILED");
       };
     },
     onValidate({ context, params, validateFn, setValidationFn }) {
@@ -288,15 +243,6 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
           logOperation((args.contextValue as Context).logger, op?.name?.value ?? args.operationName, op?.operation ?? "unknown", errors, (performance.now() - started) / 1000);
         },
       };
-    },
-    // A request let through while its rate was taken: whatever yoga answers waits for the take,
-    // and is the 429 if it refused.
-    onResponse({ serverContext, setResponse }) {
-      const admission = admissionOf(serverContext);
-      if (!admission) return;
-      return admission.then((refused) => {
-        if (refused) setResponse(new Response(refused.body, { status: refused.status, headers: refused.headers }));
-      });
     },
     onSubscribe({ args }) {
       subscribeStarted.set(args, performance.now());
@@ -343,12 +289,9 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
      * Before any other route: serves /metrics, and answers 429 with Retry-After to a request over
      * its rate. True when it answered.
      *
-     * `alongside` starts the reading of the token while its rate is taken, for a request that may
-     * (readsAlongside) and whose body cannot be over the limit (so no 413 can answer before the
-     * take does): with the limits in Redis the take is a round trip, which then overlaps the
-     * token's own read and yoga's parsing and validation instead of coming before them. Such a
-     * request is let through at once; its context waits for the take (admission) and its answer
-     * is the 429 if the take refused. Any other request waits for its take here.
+     * `alongside` starts the reading of the token while its rate is taken (readsAlongside): with
+     * the limits in Redis the take is a round trip, which then overlaps the token's own read
+     * instead of coming before it. Whether the request is answered, and how, still waits for the take.
      */
     async http(req: IncomingMessage, res: ServerResponse, url: URL, alongside?: (tokenHash: string) => void): Promise<boolean> {
       if (url.pathname === "/metrics" && req.method === "GET") {
@@ -358,35 +301,15 @@ export function createOperatorControls(deps: { config: Config; db: Database; eve
       if (url.pathname !== GRAPHQL_PATH) return false;
       const tokenHash = tokenHashOf(req);
       const key = rateKeyOf(known, tokenHash, clientAddress(req));
-      const early = alongside !== undefined && tokenHash !== null && readsAlongside(key);
-      if (early) alongside(tokenHash);
-      if (early && bodyWithinLimit(req)) {
-        const admission = limiter.take(key).then((taken) => (taken.ok ? null : refuseHttp(key, taken.retryAfterMs)));
-        // A take does not fail (it counts in this process when Redis does); were it to, the
-        // context and the answer that wait for it fail, and a request gone by then is no one's.
-        admission.catch(() => {});
-        admissions.set(req, admission);
-        return false;
-      }
+      if (alongside && tokenHash && readsAlongside(key)) alongside(tokenHash);
       const taken = await limiter.take(key);
       if (taken.ok) return false;
-      const refused = refuseHttp(key, taken.retryAfterMs);
-      res.writeHead(refused.status, refused.headers).end(refused.body);
+      metrics.rateLimited("http");
+      const seconds = retryAfterSeconds(taken.retryAfterMs);
+      logger.warn({ key: keyLabel(key), path: url.pathname, retryAfterSeconds: seconds }, "request rate limited");
+      const body = { errors: [{ message: `Rate limit exceeded: at most ${config.rateLimit.rps} requests per second. Retry after ${seconds} s.`, extensions: { code: RATE_LIMITED, retryAfterSeconds: seconds } }] };
+      res.writeHead(429, { "content-type": "application/json; charset=utf-8", "retry-after": String(seconds) }).end(JSON.stringify(body));
       return true;
-    },
-
-    /**
-     * For the context of an HTTP request let through while its rate is taken (http): resolves
-     * once the take admitted it, throws the rate's error if it refused (and nothing runs). Null
-     * for any other request (its take answered before yoga saw it).
-     */
-    admission(req: IncomingMessage): Promise<void> | null {
-      const admission = admissions.get(req);
-      return admission
-        ? admission.then((refused) => {
-            if (refused) throw rateLimitedError(`Rate limit exceeded: at most ${config.rateLimit.rps} requests per second.`, refused.retryAfterMs);
-          })
-        : null;
     },
 
     /** CORS (graphql-yoga's `cors`): only listed origins, never with credentials; others get no CORS headers. */
