@@ -8,6 +8,7 @@ import type { Client } from "graphql-ws";
 import { DEMO_UPSTREAM_URL } from "../../src/gateway/demo-upstream.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/gateway/keys.js";
 import { hashToken } from "../../src/auth/tokens.js";
+import { createLogger } from "../../src/infra/logger.js";
 import { createSharedLimits } from "../../src/infra/shared-limits.js";
 import { addMember, createOrg, type OrgFixture } from "../helpers/fixtures.js";
 import { newSchemaName, startTestApp, type TestApp } from "../helpers/harness.js";
@@ -41,10 +42,12 @@ let b: TestApp;
 const bases: string[] = [];
 let org: OrgFixture;
 const clients: Client[] = [];
+/** Process a's log lines. */
+const lines: Array<Record<string, any>> = [];
 
 beforeAll(async () => {
   const schemaName = newSchemaName();
-  a = await startTestApp({ schemaName, env: ENV });
+  a = await startTestApp({ schemaName, env: ENV, logger: createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) }) });
   b = await startTestApp({ schemaName, env: ENV });
   bases.push(await a.listen(), await b.listen());
   org = await createOrg(a.db);
@@ -106,6 +109,41 @@ describe("limits shared by two processes", () => {
     expect(seen.slice(0, 6)).toEqual(Array(6).fill([200, 1]));
     expect(seen.slice(6).map(([status]) => status)).toEqual([429, 429, 429]);
     expect(seen.slice(7).map(([, n]) => n)).toEqual([0, 0]);
+  });
+
+  it("a token's first refusal is a 429 with Retry-After: a mutation has no effect, a query that does not parse is not answered or logged", async () => {
+    const postA = async (token: string, query: string, variables?: unknown) => {
+      const res = await fetch(`${bases[0]}/graphql`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify({ query, variables }) });
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body: await res.json() };
+    };
+    /** A token known valid to process a with its burst spent: its next request is over its rate. */
+    const spent = async () => {
+      const m = await addMember(a.db, (await createOrg(a.db)).orgId);
+      for (let i = 0; i < 7; i++) expect((await postA(m.token, VIEWER)).status).toBe(200);
+      return m;
+    };
+    const refusal = (seconds: number) => ({
+      errors: [{ message: `Rate limit exceeded: at most 0.2 requests per second. Retry after ${seconds} s.`, extensions: { code: "RATE_LIMITED", retryAfterSeconds: seconds } }],
+    });
+
+    const creator = await spent();
+    const from = lines.length;
+    const created = await postA(creator.token, CREATE, { input: { name: "Mine" } });
+    expect(created.status).toBe(429);
+    expect(Number(created.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(created.body).toEqual(refusal(Number(created.retryAfter)));
+    // No personal organization opened for the creator (the mutation never ran).
+    const { email } = await a.db.prisma.user.findUniqueOrThrow({ where: { id: creator.userId } });
+    const [opened] = await a.db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM organizations o JOIN users u ON u.id = o."ownerUserId" WHERE o.personal AND lower(u.email) = lower(${email})`;
+    expect(opened!.n).toBe(0);
+
+    const breaker = await spent();
+    const broken = await postA(breaker.token, `query Broken { viewer {`);
+    expect(broken.status).toBe(429);
+    expect(broken.body).toEqual(refusal(Number(broken.retryAfter)));
+    await new Promise((r) => setTimeout(r, 50));
+    const logged = lines.slice(from).filter((l) => l.msg !== "graphql operation" || l.outcome !== "ok");
+    expect(logged.map((l) => l.msg)).toEqual(["request rate limited", "request rate limited"]);
   });
 
   it("a socket's operations read its token once each, and once refused it is not read again until its Retry-After", async () => {
