@@ -251,7 +251,14 @@ describe("callbacks follow the gate", () => {
     await drain();
     await t.db.sql.query(`UPDATE hcp_run_task_requests SET "deadlineAt" = now() - interval '1 second' WHERE "taskResultId" = $1`, [taskResult]);
     await drain();
-    expect(hcp.for(taskResult).map((p) => p.status)).toEqual(["running", "failed"]);
+    // A failure prints the row and its callback attempts: this has failed in loaded whole-suite runs, never alone (2026-12-04).
+    const row = await t.db.sql.query(
+      `SELECT r.state, r."nextRunAt", r."deadlineAt", r."leaseOwner", r.attempts, r."sentStatus", now() AS "databaseNow",
+              (SELECT json_agg(json_build_object('status', a.status, 'ok', a.ok, 'responseCode', a."responseCode", 'error', a.error)) FROM hcp_callback_attempts a WHERE a."requestId" = r.id) AS callbacks
+         FROM hcp_run_task_requests r WHERE "taskResultId" = $1`,
+      [taskResult],
+    );
+    expect(hcp.for(taskResult).map((p) => p.status), JSON.stringify({ processNow: new Date(), row })).toEqual(["running", "failed"]);
     expect(hcp.for(taskResult)[1]!.message).toBe(DEADLINE_MESSAGE);
   });
 
