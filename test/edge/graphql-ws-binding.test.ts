@@ -96,6 +96,15 @@ function protocolSocket(url: string) {
   return { ...s, received, next, send };
 }
 
+/** A protocol socket past its connection_ack. */
+async function acknowledgedSocket(url: string) {
+  const s = protocolSocket(url);
+  await s.opened;
+  s.send({ type: "connection_init" });
+  await s.next((m) => m.type === "connection_ack");
+  return s;
+}
+
 function socket(url: string, options: WebSocket.ClientOptions = {}) {
   const ws = new WebSocket(url, "graphql-transport-ws", options);
   const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
@@ -173,10 +182,7 @@ describe("the graphql-ws binding", () => {
 
   it("a stream completed by the client is returned (it stops), gets no complete message, and onComplete is told", async () => {
     const { url, completed } = await serve();
-    const s = protocolSocket(url);
-    await s.opened;
-    s.send({ type: "connection_init" });
-    await s.next((m) => m.type === "connection_ack");
+    const s = await acknowledgedSocket(url);
     s.send({ id: "a", type: "subscribe", payload: { query: "subscription { forever }" } });
     await s.next((m) => m.id === "a" && (m.payload as { data: { forever: number } }).data.forever === 2);
     expect(running).toBe(1);
@@ -190,10 +196,7 @@ describe("the graphql-ws binding", () => {
 
   it("a stream that fails is answered with an error message carrying its message, then completes without a complete message", async () => {
     const { url, completed } = await serve();
-    const s = protocolSocket(url);
-    await s.opened;
-    s.send({ type: "connection_init" });
-    await s.next((m) => m.type === "connection_ack");
+    const s = await acknowledgedSocket(url);
     s.send({ id: "f", type: "subscribe", payload: { query: "subscription { failing }" } });
     const error = await s.next((m) => m.id === "f" && m.type === "error");
     expect(error.payload).toEqual([{ message: "the source broke" }]);
@@ -208,10 +211,7 @@ describe("the graphql-ws binding", () => {
 
   it("a stream that ends sends a complete message; closing the socket returns the streams still running", async () => {
     const { url, completed } = await serve();
-    const s = protocolSocket(url);
-    await s.opened;
-    s.send({ type: "connection_init" });
-    await s.next((m) => m.type === "connection_ack");
+    const s = await acknowledgedSocket(url);
     s.send({ id: "c", type: "subscribe", payload: { query: "subscription { count }" } });
     await s.next((m) => m.id === "c" && m.type === "complete");
     expect(s.received.filter((m) => m.id === "c" && m.type === "next")).toHaveLength(3);
@@ -230,19 +230,13 @@ describe("the graphql-ws binding", () => {
     early.send({ id: "1", type: "subscribe", payload: { query: "{ hello }" } });
     expect(await early.closed).toBe(4401);
 
-    const twice = protocolSocket(url);
-    await twice.opened;
-    twice.send({ type: "connection_init" });
-    await twice.next((m) => m.type === "connection_ack");
+    const twice = await acknowledgedSocket(url);
     twice.send({ id: "1", type: "subscribe", payload: { query: "subscription { forever }" } });
     await twice.next((m) => m.id === "1");
     twice.send({ id: "1", type: "subscribe", payload: { query: "subscription { forever }" } });
     expect(await twice.closed).toBe(4409);
 
-    const init = protocolSocket(url);
-    await init.opened;
-    init.send({ type: "connection_init" });
-    await init.next((m) => m.type === "connection_ack");
+    const init = await acknowledgedSocket(url);
     init.send({ type: "connection_init" });
     expect(await init.closed).toBe(4429);
 
