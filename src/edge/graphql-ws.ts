@@ -43,6 +43,7 @@ import {
   type ServerOptions,
   type SubscribeMessage,
 } from "graphql-ws";
+import { isAsyncIterable } from "graphql-yoga";
 import type { RawData, WebSocket, WebSocketServer } from "ws";
 import { Interned } from "../domain/interned.js";
 import type { Logger } from "../infra/logger.js";
@@ -77,7 +78,6 @@ const closeReason = (error: unknown) => {
 };
 
 const isObject = (value: unknown): value is Record<PropertyKey, unknown> => typeof value === "object" && value !== null;
-const isAsyncIterable = (value: unknown): value is AsyncIterable<ExecutionResult> => typeof Object(value)[Symbol.asyncIterator] === "function";
 const isAsyncGenerator = (value: unknown): value is AsyncGenerator<ExecutionResult> =>
   isObject(value) && typeof value[Symbol.asyncIterator] === "function" && typeof value.return === "function";
 
@@ -225,7 +225,12 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
     private readonly socket: WebSocket,
     readonly extra: E,
   ) {
-    if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) socket.close(CloseCode.SubprotocolNotAcceptable, "Subprotocol not acceptable");
+    if (this.refusedSubprotocol) socket.close(CloseCode.SubprotocolNotAcceptable, "Subprotocol not acceptable");
+  }
+
+  /** The client did not agree on graphql-transport-ws: the socket is closed at once and nothing of it is read. */
+  private get refusedSubprotocol(): boolean {
+    return this.socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL;
   }
 
   /** Resolves once the socket has written `data` (at once if it is no longer open). */
@@ -239,7 +244,7 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
 
   received(data: string): void {
     // A socket refused for its subprotocol has been closed already; its messages are not read.
-    if (this.socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) return;
+    if (this.refusedSubprotocol) return;
     this.handle(data).catch((error: unknown) => this.server.failed(this.socket, error));
   }
 
@@ -380,7 +385,7 @@ class SocketConnection<P extends Payload, E> implements Context<P, E> {
   async closed(code: number, reason: string): Promise<void> {
     const { options } = this.server;
     // Refused for its subprotocol: nothing started, only onClose is told (as makeServer does).
-    if (this.socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) {
+    if (this.refusedSubprotocol) {
       await options.onClose?.(this, code, reason);
       return;
     }
