@@ -15,7 +15,7 @@ import type { Database } from "../src/infra/db.js";
 import { createEventBus } from "../src/infra/events.js";
 import { createLogger } from "../src/infra/logger.js";
 import { createSharedLimits, memoryLimits } from "../src/infra/shared-limits.js";
-import { BENCH_DATABASE_URL, log, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
+import { BENCH_DATABASE_URL, log, quantile, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const ROUNDS = 60;
@@ -95,8 +95,7 @@ const median = (xs: number[]) => {
 /** The rounds' own Redis ÷ memory p50 ratios: median and quartiles, as context for the row. */
 const spread = (redis: readonly Timing[], memory: readonly Timing[]) => {
   const ratios = redis.map((t, i) => t.p50 / memory[i]!.p50).sort((a, b) => a - b);
-  const at = (q: number) => ratios[Math.min(ratios.length - 1, Math.floor(q * ratios.length))]!.toFixed(2);
-  return `median ${median(ratios).toFixed(2)}×, quartiles ${at(0.25)}–${at(0.75)}`;
+  return `median ${median(ratios).toFixed(2)}×, quartiles ${quantile(ratios, 0.25).toFixed(2)}–${quantile(ratios, 0.75).toFixed(2)}`;
 };
 
 /** One take, Redis beside memory. */
