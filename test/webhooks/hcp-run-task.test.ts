@@ -202,7 +202,18 @@ describe("HCP's requests", () => {
 
 /** Ticks until no request is due now (rows retried later are made due by the test itself). */
 async function drain() {
-  for (let i = 0; i < 10 && (await worker.tick()) > 0; i++);
+  for (let i = 0; i < 10; i++) {
+    if ((await worker.tick()) > 0) continue;
+    // A row the last tick saved is due COUNTERSIGN_HCP_INTERVAL_MS later, to the millisecond
+    // ("nextRunAt" is kept to milliseconds): a tick within that millisecond leases nothing, and
+    // stopping then would leave the row's next step undone. Wait for a row due that soon.
+    const [due] = await t.db.sql.query<{ soon: number }>(
+      `SELECT count(*)::int AS soon FROM hcp_run_task_requests
+        WHERE state <> 'done' AND "leaseOwner" IS NULL AND "nextRunAt" > now() AND "nextRunAt" <= now() + interval '10 milliseconds'`,
+    );
+    if (!due?.soon) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 describe("callbacks follow the gate", () => {
@@ -251,7 +262,7 @@ describe("callbacks follow the gate", () => {
     await drain();
     await t.db.sql.query(`UPDATE hcp_run_task_requests SET "deadlineAt" = now() - interval '1 second' WHERE "taskResultId" = $1`, [taskResult]);
     await drain();
-    // A failure prints the row and its callback attempts: this has failed in loaded whole-suite runs, never alone (2026-12-04).
+    // A failure prints the row and its callback attempts.
     const row = await t.db.sql.query(
       `SELECT r.state, r."nextRunAt", r."deadlineAt", r."leaseOwner", r.attempts, r."sentStatus", now() AS "databaseNow",
               (SELECT json_agg(json_build_object('status', a.status, 'ok', a.ok, 'responseCode', a."responseCode", 'error', a.error)) FROM hcp_callback_attempts a WHERE a."requestId" = r.id) AS callbacks
