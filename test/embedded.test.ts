@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { exited } from "./faults/harness.js";
 
 /**
  * The README's front door: with no DATABASE_URL and no REDIS_URL, `npm start` runs the whole
@@ -14,9 +15,14 @@ let child: ChildProcess | null = null;
 let dataDir = "";
 
 afterAll(async () => {
-  child?.kill("SIGTERM");
+  // The server drains and closes PGlite on SIGTERM: its data folder is removed once it has exited,
+  // not while it still writes there (ENOTEMPTY).
+  if (child) {
+    child.kill("SIGTERM");
+    await exited(child);
+  }
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
-});
+}, 60_000);
 
 function startEmbedded(dir: string): Promise<{ port: number; tokens: string[]; output: () => string }> {
   // COUNTERSIGN_DRAIN_UNREADY_MS=0: the test ends it with SIGTERM and has no balancer to tell.

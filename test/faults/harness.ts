@@ -39,7 +39,8 @@ export async function until(check: () => Promise<boolean> | boolean, timeoutMs =
   }
 }
 
-function exited(child: ChildProcess): Promise<void> {
+/** Resolves once `child` has exited (at once if it has). */
+export function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once("exit", () => resolve()));
 }
 
