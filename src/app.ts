@@ -16,7 +16,7 @@ import { RequestLoaders } from "./graphql/request-loaders.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { useGraphqlJsExecute } from "./graphql/engine.js";
-import { readBodyWithinLimit } from "./edge/body-limit.js";
+import { handBodyToYoga, readBodyWithinLimit } from "./edge/body-limit.js";
 import { createDispatcher, limitByAddress, sendJson, type HttpRoute } from "./edge/http.js";
 import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
 import { retryAfterSeconds } from "./infra/token-buckets.js";
@@ -121,8 +121,8 @@ function createServices(deps: Infra): Services {
         prefix: true,
         credential: route.credential,
         handle: async (req, res, url) => {
-          if (!(await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, route.maxBodyBytes)))) return true;
-          const body = (req as IncomingMessage & { body?: Buffer }).body ?? Buffer.alloc(0);
+          const body = await readBodyWithinLimit(req, res, Math.min(deps.config.maxBodyBytes, route.maxBodyBytes));
+          if (!body) return true;
           const answer = await route.receive(url.pathname, req.headers, body);
           if (answer.body !== undefined && answer.body !== null) sendJson(res, answer.status, answer.body);
           else res.writeHead(answer.status, { "cache-control": "no-store" }).end();
@@ -414,7 +414,9 @@ export function createApp(deps: Infra) {
         // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
         // A token known valid is read while its rate is taken (operator.http).
         if (await operator.http(req, res, url, readTokenOf(req))) return true;
-        if (!(await readBodyWithinLimit(req, res, deps.config.maxBodyBytes))) return true;
+        const body = await readBodyWithinLimit(req, res, deps.config.maxBodyBytes);
+        if (!body) return true;
+        handBodyToYoga(req, body);
         await yoga.requestListener(req, res);
         return true;
       },

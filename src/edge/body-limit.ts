@@ -6,17 +6,14 @@ import type { IncomingMessage, ServerResponse } from "node:http";
  * body without one (chunked) is counted as it arrives and refused the moment it passes the cap.
  * Either way the answer is HTTP 413 with a GraphQL-style JSON error, and the rest of the body is
  * read and discarded (never buffered) so the client can read the answer.
- *
- * A body within the cap is handed to yoga already read, as `req.body` (the framework's own
- * path for a consumed body: @whatwg-node/server uses it instead of the stream).
  */
-/** True with the body read; false when it answered 413, or when the client went away mid-body (nothing to answer). */
-export async function readBodyWithinLimit(req: IncomingMessage, res: ServerResponse, maxBytes: number): Promise<boolean> {
-  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return true;
+/** The body read within the cap (empty for GET, HEAD and OPTIONS); null when it answered 413, or when the client went away mid-body (nothing to answer). */
+export async function readBodyWithinLimit(req: IncomingMessage, res: ServerResponse, maxBytes: number): Promise<Buffer | null> {
+  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return EMPTY;
   const declared = req.headers["content-length"];
   if (declared !== undefined && Number(declared) > maxBytes) {
     refuse(req, res, maxBytes);
-    return false;
+    return null;
   }
   const chunks: Buffer[] = [];
   let total = 0;
@@ -33,9 +30,8 @@ export async function readBodyWithinLimit(req: IncomingMessage, res: ServerRespo
       req.once("error", () => resolve(false));
       req.once("aborted", () => resolve(false));
     });
-    if (!complete) return false;
-    (req as IncomingMessage & { body?: Buffer }).body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
-    return true;
+    if (!complete) return null;
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
   }
   let gone = false;
   const within = await new Promise<boolean>((resolve) => {
@@ -60,14 +56,15 @@ export async function readBodyWithinLimit(req: IncomingMessage, res: ServerRespo
     req.once("error", onGone);
     req.once("aborted", onGone);
   });
-  if (gone) return false;
+  if (gone) return null;
   if (!within) {
     refuse(req, res, maxBytes);
-    return false;
+    return null;
   }
-  (req as IncomingMessage & { body?: Buffer }).body = Buffer.concat(chunks, total);
-  return true;
+  return Buffer.concat(chunks, total);
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function refuse(req: IncomingMessage, res: ServerResponse, maxBytes: number): void {
   const body = JSON.stringify({
@@ -81,4 +78,61 @@ function refuse(req: IncomingMessage, res: ServerResponse, maxBytes: number): vo
   res.writeHead(413, { "content-type": "application/json; charset=utf-8", connection: "close" }).end(body);
   // Discard what is still coming, so the client finishes sending and reads the 413.
   req.resume();
+}
+
+// ── Handing a body already read to yoga ───────────────────────────────────────────────────────
+
+/** A parsed JSON body with more top-level keys than this is handed as bytes: yoga reads four. */
+const MAX_HANDED_KEYS = 16;
+
+/**
+ * Hands yoga a body already read (readBodyWithinLimit), as `req.body`: the framework's path for a
+ * consumed body. @whatwg-node/server (normalizeNodeRequest, through 0.13) takes `req.body` only
+ * when `Object.keys(req.body).length > 0`, so it lists the keys of whatever it is given: of a
+ * Buffer, one string per byte (a 1 MiB body cost 150–320 ms of the event loop and ~35 MB of
+ * garbage before anything was parsed). What it gets here has a few keys, whatever was sent:
+ * - a JSON body (a content type naming json) that parses to an object with at most
+ *   MAX_HANDED_KEYS keys: the object, which yoga takes as already parsed (its `request.json()`
+ *   answers it). Only such a content type: @whatwg-node sets application/json on a parsed body
+ *   whose request names no json, which would accept a text/plain POST yoga refuses (415).
+ * - anything else (other content types, invalid JSON, an array, a scalar, an empty object): the
+ *   bytes as a one-chunk async iterable with one key, read by yoga as it would read the socket.
+ * An empty body is not handed: yoga reads the (finished) request itself, as before.
+ */
+export function handBodyToYoga(req: IncomingMessage, body: Buffer): void {
+  if (body.length === 0) return;
+  (req as IncomingMessage & { body?: unknown }).body = yogaBodyOf(body, req.headers["content-type"]);
+}
+
+/** What handBodyToYoga sets: exported for the test that holds every kind of body to a few keys. */
+export function yogaBodyOf(body: Buffer, contentType: string | undefined): object {
+  if (contentType?.includes("json")) {
+    const parsed = parsedObject(body);
+    if (parsed) return parsed;
+  }
+  return new BodyBytes(body);
+}
+
+function parsedObject(body: Buffer): object | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString("utf8"));
+  } catch {
+    return null; // yoga parses it again and answers its own error
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  let keys = 0;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    if (++keys > MAX_HANDED_KEYS) return null;
+  }
+  return keys > 0 ? value : null;
+}
+
+/** Bytes as a request body @whatwg-node reads like a stream: one own key, the bytes in one chunk. */
+class BodyBytes implements AsyncIterable<Buffer> {
+  constructor(readonly bytes: Buffer) {}
+  async *[Symbol.asyncIterator](): AsyncIterator<Buffer> {
+    yield this.bytes;
+  }
 }
