@@ -190,6 +190,30 @@ function createServices(deps: Infra): Services {
 }
 
 /** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
+/** The longest `originalError.message` an answer carries (yoga's request parser quotes the body in it). */
+const MAX_QUOTED_ERROR_CHARS = 200;
+
+/**
+ * An error yoga made of a request it could not take, its `originalError` message cut to
+ * MAX_QUOTED_ERROR_CHARS: yoga's request parser attaches JSON.parse's SyntaxError, whose message
+ * quotes the whole body (an invalid body of 1 MiB came back as ~1.4 MB of JSON). The
+ * originalError itself stays: yoga reads its presence to answer 400 rather than 200.
+ */
+function withQuoteCut(error: GraphQLError): GraphQLError {
+  const quoted = error.extensions?.originalError as { name?: unknown; message?: unknown } | undefined;
+  if (typeof quoted?.message !== "string" || quoted.message.length <= MAX_QUOTED_ERROR_CHARS) return error;
+  // Not between the two halves of a surrogate pair.
+  const high = quoted.message.charCodeAt(MAX_QUOTED_ERROR_CHARS - 1);
+  const message = `${quoted.message.slice(0, high >= 0xd800 && high <= 0xdbff ? MAX_QUOTED_ERROR_CHARS - 1 : MAX_QUOTED_ERROR_CHARS)}…`;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    extensions: { ...error.extensions, originalError: { ...quoted, message } },
+  });
+}
+
 function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"], label = "gateway"): GatewayRateLimiter {
   return {
     async take(key) {
@@ -343,7 +367,7 @@ export function createApp(deps: Infra) {
             extensions: { ...e.extensions, code: original.code, ...("missing" in original ? { missing: original.missing } : {}) },
           });
         }
-        if ((error as GraphQLError).extensions?.code) return error as Error;
+        if ((error as GraphQLError).extensions?.code) return withQuoteCut(error as GraphQLError);
         // PostgreSQL (or Redis) unreachable: retryable, 503 + Retry-After over HTTP (infra/faults.ts).
         if (isUnavailableError(original ?? error)) return unavailableGraphQLError(deps.config.unavailableRetryAfterSeconds, { path: (error as GraphQLError).path });
         // The request's own fault (a limit, variables that do not coerce): logged once, at info, by the operator plugin.

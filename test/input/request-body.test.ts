@@ -145,6 +145,32 @@ describe("/graphql takes a body of any shape within the cap, and goes on serving
     ["text", nearlyMiB((n) => "x".repeat(n)), "text/plain", 415],
     ["invalid JSON", nearlyMiB((n) => `{"query":"${"x".repeat(n)}`), "application/json", 400],
   ];
+  it("an invalid body is refused with its code, its status and the parser's reason, not quoted back whole", async () => {
+    const marker = "QUOTED-BACK-";
+    const invalid: Record<string, string> = {
+      "an unterminated string": `{"query": "${marker.repeat(20_000)}`,
+      "trailing text": `{"query": "{ viewer { id } }"} ${marker.repeat(20_000)}`,
+      "a bare word": marker.repeat(20_000),
+      // Two paddings: in one of them the cut falls between the halves of a pair.
+      "astral characters at the cut": `{"query": "${"😀".repeat(60_000)}`,
+      "astral characters at the cut, one further": `{"query":  "${"😀".repeat(60_000)}`,
+    };
+    for (const [kind, body] of Object.entries(invalid)) {
+      for (const accept of ["application/json", "application/graphql-response+json"]) {
+        const res = await fetch(`${baseUrl}/graphql`, { method: "POST", body, headers: { "content-type": "application/json", accept, authorization: `Bearer ${org.adminToken}` } });
+        const text = await res.text();
+        expect({ kind, accept, status: res.status }).toEqual({ kind, accept, status: 400 });
+        expect(text.length, `${kind}: ${text.slice(0, 300)}`).toBeLessThan(1000);
+        const json = JSON.parse(text) as { errors: { message: string; extensions: { code: string; originalError: { name: string; message: string } } }[] };
+        expect(json.errors[0]).toMatchObject({ message: "POST body sent invalid JSON.", extensions: { code: "BAD_REQUEST", originalError: { name: "SyntaxError" } } });
+        // The reason is kept (cut, never inside a surrogate pair), not the body it quoted.
+        expect(json.errors[0]!.extensions.originalError.message).toMatch(/JSON/);
+        expect(json.errors[0]!.extensions.originalError.message.endsWith("…")).toBe(true);
+        expect(json.errors[0]!.extensions.originalError.message).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/);
+      }
+    }
+  });
+
   for (const [kind, body, contentType, status] of cases) {
     it(`${kind}, ~1 MiB, as ${contentType}: ${status}`, async () => {
       const res = await fetch(`${baseUrl}/graphql`, { method: "POST", body: new Uint8Array(body), headers: { "content-type": contentType, authorization: `Bearer ${org.adminToken}` } });
@@ -159,3 +185,4 @@ describe("/graphql takes a body of any shape within the cap, and goes on serving
     });
   }
 });
+
