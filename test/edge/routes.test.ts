@@ -1,12 +1,11 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import type { HttpRoute } from "../../src/edge/http.js";
+import { batchOf, deepArrays, deepObjects, foreign, hostileRequests, PAYLOADS, rpc, target, utf8 } from "./hostile.js";
 import { MCP_HEADERS, raw, startEdgeWorld, type EdgeWorld, type RawAnswer } from "./world.js";
 
 /**
  * No request ends the process. Every route the server's route table lists (app.routes, the table
  * the server dispatches from: a route added tomorrow is in this test tomorrow) receives every
- * hostile body below, with and without its credential, on each method it takes and one it does
+ * hostile body (./hostile.ts), with and without its credential, on each method it takes and one it does
  * not; after each, the same server answers /readyz 200, a GraphQL `{ viewer { name } }` with a
  * valid token, and an MCP tools/list with a valid virtual key. Nothing may reach the process as an
  * unhandled rejection or an uncaught exception, and no request may be left without an answer.
@@ -24,46 +23,6 @@ afterAll(async () => {
   process.off("uncaughtException", onEscape);
   await w?.close();
 });
-
-const DEPTH = 20_000;
-const deepArrays = "[".repeat(DEPTH) + "]".repeat(DEPTH);
-const deepObjects = '{"a":'.repeat(DEPTH) + "1" + "}".repeat(DEPTH);
-const rpc = (method: string, params: string) => `{"jsonrpc":"2.0","id":1,"method":"${method}","params":${params}}`;
-const batchOf = (n: number, item: string) => `[${new Array(n).fill(item).join(",")}]`;
-
-type Payload = { name: string; body: Buffer | null; contentType?: string; truncate?: boolean };
-const utf8 = (s: string) => Buffer.from(s, "utf8");
-
-/** The hostile bodies, each by name. */
-const PAYLOADS: Payload[] = [
-  { name: "20,000 nested arrays", body: utf8(deepArrays) },
-  { name: "20,000 nested objects", body: utf8(deepObjects) },
-  { name: "a tools/call whose arguments nest 20,000 deep", body: utf8(rpc("tools/call", `{"name":"github.list_repos","arguments":${deepObjects}}`)) },
-  { name: "a tools/list whose params nest 20,000 deep", body: utf8(rpc("tools/list", deepObjects)) },
-  { name: "a GraphQL JSON variable nested 20,000 deep", body: utf8(`{"query":"mutation($l: JSON) { createStack(input: { name: \\"edge\\", labels: $l }) { __typename } }","variables":{"l":${deepObjects}}}`) },
-  { name: "a GraphQL query nested 20,000 deep", body: utf8(JSON.stringify({ query: `{ ${"viewer { ".repeat(DEPTH)} name ${"} ".repeat(DEPTH)}}` })) },
-  { name: "1 MiB of random bytes", body: randomBytes(1024 * 1024), contentType: "application/octet-stream" },
-  { name: "1 MiB of random bytes labelled JSON", body: randomBytes(1024 * 1024) },
-  { name: "invalid UTF-8 inside JSON", body: Buffer.concat([utf8('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"'), Buffer.from([0xff, 0xfe, 0xc3]), utf8('"}}')]) },
-  { name: "a tools/call as text/plain", body: utf8(rpc("tools/call", '{"name":"github.list_repos","arguments":{}}')), contentType: "text/plain" },
-  { name: "a form post", body: utf8("query=%7B%20viewer%20%7B%20name%20%7D%20%7D"), contentType: "application/x-www-form-urlencoded" },
-  { name: "a multipart body", body: utf8('--x\r\nContent-Disposition: form-data; name="operations"\r\n\r\n{"query":"{ viewer { name } }"}\r\n--x--\r\n'), contentType: "multipart/form-data; boundary=x" },
-  { name: "an empty body", body: Buffer.alloc(0) },
-  { name: "no body at all", body: null },
-  { name: "JSON cut off mid-object", body: utf8('{"jsonrpc":"2.0","id":1,"method":"tools/ca') },
-  { name: "a body shorter than its Content-Length (the client goes away)", body: utf8(rpc("tools/list", "{}")), truncate: true },
-  { name: "JSON null", body: utf8("null") },
-  { name: "a bare number", body: utf8("42") },
-  { name: "a JSON-RPC batch of 5,000 tools/call", body: utf8(batchOf(5_000, rpc("tools/call", '{"name":"github.list_repos","arguments":{}}'))) },
-  { name: "a JSON-RPC batch of 5,000 tools/list", body: utf8(batchOf(5_000, rpc("tools/list", "{}"))) },
-  { name: "a batch of 5,000 nulls", body: utf8(batchOf(5_000, "null")) },
-  { name: "a GraphQL batch of 5,000 operations", body: utf8(batchOf(5_000, '{"query":"{ viewer { name } }"}')) },
-];
-
-/** Where a route is reached: its path, or a name under its prefix. */
-const target = (route: HttpRoute) => (route.prefix ? `${route.path}edge-probe-0123` : route.path);
-/** A method the route does not take, to reach its 405. */
-const foreign = (route: HttpRoute) => ["DELETE", "PUT", "PATCH", "POST", "GET"].find((m) => !route.methods.includes(m))!;
 
 async function stillServing(): Promise<void> {
   const ready = await raw(w.base, "GET", "/readyz", {}, null);
@@ -114,32 +73,23 @@ describe("every mounted route survives hostile requests (the route table, app.ro
   // One test per route, generated from the table the server dispatches from.
   const named = w.t.app.routes.map((route) => ({ route, name: `${route.methods.join("|")} ${route.path}${route.prefix ? "…" : ""} (${route.owner}, takes ${route.credential})` }));
   it.each(named)("$name: every hostile body, with and without its credential, is answered; the server keeps serving", async ({ route }) => {
-    const methods = [...route.methods.filter((m) => m !== "HEAD" && m !== "OPTIONS"), foreign(route)];
-    const bearer = w.credential(route.credential);
-    const auths: Array<Record<string, string>> = [{}, ...(bearer ? [{ authorization: `Bearer ${bearer}` }] : [])];
-    // The gateway's tools path serves the MCP transport (Accept: text/event-stream) and the plain POST.
-    const accepts: Array<Record<string, string>> = route.credential === "virtual-key" ? [{}, { accept: MCP_HEADERS.accept, "mcp-protocol-version": MCP_HEADERS["mcp-protocol-version"] }] : [{}];
-    for (const payload of PAYLOADS) {
-      for (const method of methods) {
-        for (const auth of auths) {
-          for (const accept of accepts) {
-            const headers = { "content-type": payload.contentType ?? "application/json", ...auth, ...accept };
-            const label = `${method} ${target(route)} ${payload.name} ${auth.authorization ? "with" : "without"} credential ${accept.accept ? "(MCP accept)" : ""}`;
-            const answer = await raw(w.base, method, target(route), headers, payload.body, { truncate: payload.truncate });
-            if (payload.truncate) {
-              // The client went away: nothing to read, but nothing may have escaped either.
-              expect(escaped, label).toEqual([]);
-              continue;
-            }
-            expect(answer.status, `${label}: ${describeAnswer(answer)}`).not.toBeNull();
-            // A typed refusal or an answer, never an unexpected failure.
-            expect(answer.status! < 500, `${label}: ${describeAnswer(answer)}`).toBe(true);
-            expect(escaped, label).toEqual([]);
-          }
-        }
-        await stillServing();
+    // After each body on each method (with and without the credential), the server still serves.
+    let group: string | null = null;
+    for (const { method, headers, payload, label } of hostileRequests(w, route)) {
+      if (group !== null && group !== `${payload.name} ${method}`) await stillServing();
+      group = `${payload.name} ${method}`;
+      const answer = await raw(w.base, method, target(route), headers, payload.body, { truncate: payload.truncate });
+      if (payload.truncate) {
+        // The client went away: nothing to read, but nothing may have escaped either.
+        expect(escaped, label).toEqual([]);
+        continue;
       }
+      expect(answer.status, `${label}: ${describeAnswer(answer)}`).not.toBeNull();
+      // A typed refusal or an answer, never an unexpected failure.
+      expect(answer.status! < 500, `${label}: ${describeAnswer(answer)}`).toBe(true);
+      expect(escaped, label).toEqual([]);
     }
+    await stillServing();
   }, 300_000);
 });
 
