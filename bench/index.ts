@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { formatTable, type BenchRow } from "./lib.js";
 
 /** Known modules, in the order they run; each exports `run(): Promise<BenchRow[]>`. */
-const MODULES = ["stacks", "approvals", "gate", "peers", "subscribers", "http", "fleet", "gateway", "conformance", "limits", "tracing", "startup"] as const;
+const MODULES = ["stacks", "approvals", "gate", "peers", "subscribers", "http", "fleet", "gateway", "conformance", "limits", "tracing", "startup", "hostile"] as const;
 
 interface BenchModule {
   run(): Promise<BenchRow[]>;
