@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { createClient, type Client } from "graphql-ws";
 import WebSocket from "ws";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createIngestWorker } from "../../src/workers/ingest.js";
 import { mintApprovalToken } from "../../src/gateway/approval-token.js";
 import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../../src/gateway/cedar-gate.js";
@@ -276,22 +276,28 @@ describe("the held tool call, end to end", () => {
 });
 
 describe("the gateway mounted on the Countersign server", () => {
-  it("serves tools/call and the service-authenticated resume beside /graphql", async () => {
-    const stream = `stream:approvals:${Math.random().toString(36).slice(2)}`;
+  /** A Countersign with the embedded gateway, and a virtual key of a workspace whose `github` runs on the demo upstream. */
+  async function mountedGateway(stream: string) {
     const app = await startTestApp({
       env: { COUNTERSIGN_GATEWAY_EMBEDDED: "on", COUNTERSIGN_APPROVAL_SECRET: APPROVAL_SECRET, COUNTERSIGN_GATEWAY_SERVICE_TOKEN: SERVICE_TOKEN, COUNTERSIGN_APPROVAL_STREAM: stream },
     });
+    const base = await app.listen();
+    const org = await createOrg(app.db);
+    const stack = await app.db.prisma.stack.create({ data: { orgId: org.orgId, name: "s" } });
+    const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod", production: true } });
+    await app.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
+    // Its tools run on the process's in-process demo upstream (src/gateway/demo-upstream.ts).
+    await app.db.prisma.connection.updateMany({ where: { workspaceId: ws.id, name: "github" }, data: { url: DEMO_UPSTREAM_URL } });
+    const key = generateVirtualKey();
+    await app.db.prisma.virtualKey.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: org.adminId } });
+    return { app, base, key };
+  }
+
+  it("serves tools/call and the service-authenticated resume beside /graphql", async () => {
+    const stream = `stream:approvals:${Math.random().toString(36).slice(2)}`;
+    const { app, base, key } = await mountedGateway(stream);
     const redis = new Redis(process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
     try {
-      const base = await app.listen();
-      const org = await createOrg(app.db);
-      const stack = await app.db.prisma.stack.create({ data: { orgId: org.orgId, name: "s" } });
-      const ws = await app.db.prisma.workspace.create({ data: { orgId: org.orgId, stackId: stack.id, name: "w", environment: "prod", production: true } });
-      await app.db.prisma.connection.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "github", provider: "github" } });
-      // Its tools run on the process's in-process demo upstream (src/gateway/demo-upstream.ts).
-      await app.db.prisma.connection.updateMany({ where: { workspaceId: ws.id, name: "github" }, data: { url: DEMO_UPSTREAM_URL } });
-      const key = generateVirtualKey();
-      await app.db.prisma.virtualKey.create({ data: { orgId: org.orgId, workspaceId: ws.id, name: "k", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: org.adminId } });
       const call = await fetch(`${base}/gateway/v1/mcp`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
@@ -309,4 +315,44 @@ describe("the gateway mounted on the Countersign server", () => {
       await app.close();
     }
   });
+
+  it("closing the server cuts an agent's tasks/result wait at once, without an answer, instead of waiting out the requests' bound", async () => {
+    const stream = `stream:approvals:${Math.random().toString(36).slice(2)}`;
+    const { app, base, key } = await mountedGateway(stream);
+    const redis = new Redis(process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379");
+    try {
+      // The MCP transport (what the SDK client speaks), not the plain POST: tasks are MCP 2025-11-25's.
+      const rpc = (body: object) =>
+        fetch(`${base}/gateway/v1/mcp`, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", authorization: `Bearer ${key}` },
+          body: JSON.stringify({ jsonrpc: "2.0", ...body }),
+        });
+      const answer = await rpc({ id: 1, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "r" }, task: { ttl: 60_000 } } });
+      const created = (await answer.json()) as {
+        result: { task: { taskId: string; status: string } };
+      };
+      expect(created, JSON.stringify(created)).toMatchObject({ result: { task: { status: "working" } } });
+      // The agent waits for the result on a stream it can resume (the priming event names the wait).
+      const waiting = await rpc({ id: 2, method: "tasks/result", params: { taskId: created.result.task.taskId } });
+      expect(waiting.headers.get("content-type")).toMatch(/text\/event-stream/);
+      let text = "";
+      const read = (async () => {
+        const decoder = new TextDecoder();
+        for await (const chunk of waiting.body as unknown as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+      })().catch(() => {});
+      await vi.waitFor(() => expect(text).toMatch(/^id: /m));
+      // The bound is a minute, longer than this test may take: only the cut lets the close finish.
+      await redis.del(stream);
+      redis.disconnect();
+      await app.close({ requestsMs: 60_000 });
+      await read;
+      expect(text).not.toMatch(/^data: .*"(result|error)"/m);
+    } catch (error) {
+      await redis.del(stream);
+      redis.disconnect();
+      await app.close();
+      throw error;
+    }
+  }, 20_000);
 });

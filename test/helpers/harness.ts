@@ -18,7 +18,8 @@ export interface TestApp {
   gql<T = any>(query: string, variables?: Record<string, unknown>, token?: string | null): Promise<{ data: T; errors?: any[] }>;
   /** Listens on an ephemeral port; returns the base URL. */
   listen(): Promise<string>;
-  close(): Promise<void>;
+  /** Closes the app (`requestsMs`: the bound on in-flight requests, app.close's), then its Redis channels and schema. */
+  close(options?: { requestsMs?: number }): Promise<void>;
 }
 
 /** `t_<unix seconds, base 36>_<random>`: the global setup drops only old ones. */
@@ -72,8 +73,8 @@ export async function startTestApp(
       listening = true;
       return `http://127.0.0.1:${port}`;
     },
-    async close() {
-      if (listening) await app.close();
+    async close(options) {
+      if (listening) await app.close(options);
       else await app.services.close();
       await events.close();
       await db.sql.query(`DROP SCHEMA IF EXISTS ${schemaName} CASCADE`).catch(() => {});
