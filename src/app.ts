@@ -189,7 +189,6 @@ function createServices(deps: Infra): Services {
   };
 }
 
-/** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
 /** The longest `originalError.message` an answer carries (yoga's request parser quotes the body in it). */
 const MAX_QUOTED_ERROR_CHARS = 200;
 
@@ -214,6 +213,7 @@ function withQuoteCut(error: GraphQLError): GraphQLError {
   });
 }
 
+/** The gateway's limiter, writing one warn line per refusal as the API's does (docs/operations.md, Logs). */
 function loggedLimiter(buckets: RateBuckets, logger: Infra["logger"], label = "gateway"): GatewayRateLimiter {
   return {
     async take(key) {
