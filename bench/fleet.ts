@@ -13,12 +13,11 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { createOrganizationWithAdmin } from "../src/services/accounts.js";
 import { reconcileSystemRoles } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, freePort, log, row, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_FLEET_CONNECTIONS ?? 16);
 const SECONDS = Number(process.env.BENCH_FLEET_SECONDS ?? 8);
@@ -37,7 +36,6 @@ function cpuMsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-const load1 = () => loadavg()[0]!.toFixed(2);
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
 async function answers(url: string, token: string): Promise<boolean> {

@@ -18,14 +18,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import type { Database } from "../src/infra/db.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, consume, freePort, log, row, summarize, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, consume, freePort, load1, log, row, summarize, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 /** Seconds per measured load run; each case runs ROUNDS times per server, alternating; rows give the means. */
@@ -241,7 +240,6 @@ async function check(url: string, token: string, query: string, expect: string):
   if (res.status !== 200 || body !== expect) throw new Error(`${url} answered ${res.status} ${body.slice(0, 300)} to ${query}; expected ${expect}`);
 }
 
-const load1 = () => loadavg()[0]!.toFixed(2);
 
 /** Wall time of one call, ms. */
 async function msOf(fn: () => Promise<unknown>): Promise<number> {

@@ -7,7 +7,6 @@
 // stretch decide the row); a row is the median of the rounds' p50s.
 
 import { randomBytes, randomUUID } from "node:crypto";
-import { loadavg } from "node:os";
 import { createApp } from "../src/app.js";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { loadConfig } from "../src/infra/config.js";
@@ -15,7 +14,7 @@ import type { Database } from "../src/infra/db.js";
 import { createEventBus } from "../src/infra/events.js";
 import { createLogger } from "../src/infra/logger.js";
 import { createSharedLimits, memoryLimits } from "../src/infra/shared-limits.js";
-import { BENCH_DATABASE_URL, log, quantile, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
+import { BENCH_DATABASE_URL, loadAverages, log, quantile, row, timeAsync, withBenchSchema, type BenchRow, type Timing } from "./lib.js";
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const ROUNDS = 60;
@@ -75,7 +74,7 @@ async function requests(db: Database, schema: string): Promise<BenchRow[]> {
   }
   const redisP50 = median(redisTimes.map((t) => t.p50));
   const memoryP50 = median(memoryTimes.map((t) => t.p50));
-  log(`request p50: limits in Redis ${redisP50.toFixed(3)} ms, in memory ${memoryP50.toFixed(3)} ms: ${(redisP50 / memoryP50).toFixed(2)}× (median of ${ROUNDS} interleaved rounds of ${REQUESTS}; rounds' own ratios ${spread(redisTimes, memoryTimes)}; load ${loadavg().map((l) => l.toFixed(2)).join(", ")})`);
+  log(`request p50: limits in Redis ${redisP50.toFixed(3)} ms, in memory ${memoryP50.toFixed(3)} ms: ${(redisP50 / memoryP50).toFixed(2)}× (median of ${ROUNDS} interleaved rounds of ${REQUESTS}; rounds' own ratios ${spread(redisTimes, memoryTimes)}; load ${loadAverages()})`);
   return [row("{ __typename } over HTTP, limits in Redis, p50", redisP50, "ms", { baseline: { name: "limits in memory", value: memoryP50 }, target: "≤ 1.2× in memory", pass: redisP50 <= memoryP50 * 1.2 })];
 }
 
@@ -124,7 +123,7 @@ async function takes(): Promise<BenchRow[]> {
   const redisP50 = median(redisTimes.map((t) => t.p50)) * 1000;
   const memoryP50 = median(memoryTimes.map((t) => t.p50)) * 1000;
   const redisP99 = median(redisTimes.map((t) => t.p99)) * 1000;
-  log(`rate-limit take p50: Redis ${redisP50.toFixed(1)} µs, memory ${memoryP50.toFixed(2)} µs (median of ${ROUNDS} interleaved rounds of ${TAKES}; load ${loadavg().map((l) => l.toFixed(2)).join(", ")})`);
+  log(`rate-limit take p50: Redis ${redisP50.toFixed(1)} µs, memory ${memoryP50.toFixed(2)} µs (median of ${ROUNDS} interleaved rounds of ${TAKES}; load ${loadAverages()})`);
   return [
     row("rate-limit take in Redis, p50 (one per request)", redisP50, "µs", { baseline: { name: "the same take in memory", value: memoryP50 }, max: 1000, target: "< 1 ms added per request" }),
     row("rate-limit take in Redis, p99", redisP99, "µs"),

@@ -11,12 +11,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import type { Database } from "../src/infra/db.js";
-import { BENCH_DATABASE_URL, freePort, log, row, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_TRACING_CONNECTIONS ?? 8);
 const SECONDS = Number(process.env.BENCH_TRACING_SECONDS ?? 6);
@@ -123,7 +122,6 @@ async function load(server: Started, token: string, seconds: number): Promise<Lo
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-const load1 = () => loadavg()[0]!.toFixed(2);
 
 export async function run(): Promise<BenchRow[]> {
   return withBenchSchema(async (db, schema) => {
