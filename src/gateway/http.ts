@@ -4,6 +4,7 @@ import { sha256Hex } from "../domain/canonical.js";
 import { jsonTextProblem, MAX_JSON_DEPTH } from "../domain/text.js";
 import { createMcpHandler, resumeTaskResult } from "./mcp.js";
 import { RecentSet } from "../domain/recent-set.js";
+import { inSpan } from "../infra/tracing.js";
 
 /**
  * The gateway's HTTP surface, for node:http servers. `<toolsPath>` serves two clients: a request
@@ -209,10 +210,17 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
     credential: "service-token",
     async handle(req, res) {
       if (!(await admit(req, res, "resume"))) return true;
-      const body = await readJson(req, res, maxBodyBytes);
-      if (!body.ok) return true;
-      send(res, await gateway.resume({ authorization: header(req, "authorization"), body: body.value }));
-      return true;
+      // Only the service's own call gets this far, so only its traceparent is taken: the approval
+      // delivery's span, under which the held call's execution and its upstream call are recorded.
+      return inSpan("gateway resume", { kind: "server", parent: header(req, "traceparent") }, async (span) => {
+        const body = await readJson(req, res, maxBodyBytes);
+        if (!body.ok) return true;
+        const answer = await gateway.resume({ authorization: header(req, "authorization"), body: body.value });
+        span?.setAttributes({ "http.response.status_code": answer.status });
+        if (answer.status >= 400) span?.fail(`answered ${answer.status}`);
+        send(res, answer);
+        return true;
+      });
     },
   });
   return routes;

@@ -137,13 +137,23 @@ export async function startSdk(settings: TracingSettings, logger?: Logger, env: 
     TRACER_NAME,
   ) as unknown as Plugin;
 
+  /**
+   * The context a stored or sent traceparent names (the W3C propagator parses it; tracestate is not
+   * carried). One it cannot parse leaves the active context as it is: the work then starts, or
+   * stays in, a trace of its own rather than failing.
+   */
+  const continued = (traceparent: string): Context => {
+    const extracted = propagation.extract(context.active(), { traceparent });
+    return trace.getSpanContext(extracted) ? extracted : context.active();
+  };
+
   return {
     exporter: { url: settings.url, protocol: settings.protocol },
     graphqlPlugin,
     inSpan(name, options, fn) {
-      const parent = context.active();
+      const parent = options.parent ? continued(options.parent) : context.active();
       if (options.requireParent && !trace.getSpan(parent)) return fn(null);
-      const kind = options.kind === "client" ? SpanKind.CLIENT : SpanKind.INTERNAL;
+      const kind = options.kind === "client" ? SpanKind.CLIENT : options.kind === "server" ? SpanKind.SERVER : SpanKind.INTERNAL;
       return tracer.startActiveSpan(name, { kind, attributes: options.attributes }, parent, async (span) => {
         const handle: SpanHandle = {
           setAttributes: (attributes) => void span.setAttributes(attributes),
@@ -162,6 +172,11 @@ export async function startSdk(settings: TracingSettings, logger?: Logger, env: 
     },
     inject(headers) {
       propagation.inject(context.active(), headers);
+    },
+    traceparent() {
+      const carrier: Record<string, string> = {};
+      propagation.inject(context.active(), carrier);
+      return carrier.traceparent ?? null;
     },
     flush: () => provider.forceFlush(),
     async shutdown() {

@@ -32,6 +32,8 @@ export interface ActiveTracing {
   inSpan<T>(name: string, options: SpanOptions, fn: (span: SpanHandle | null) => Promise<T>): Promise<T>;
   /** Writes the active context's W3C `traceparent` (and `tracestate`) into outgoing headers. */
   inject(headers: Record<string, string>): void;
+  /** The active span's W3C `traceparent`, to store beside queued work; null outside a span. */
+  traceparent(): string | null;
   /** Exports the spans still queued now (tests; the drain uses shutdown). */
   flush(): Promise<void>;
   /** Flushes the spans still queued and stops exporting. */
@@ -39,8 +41,14 @@ export interface ActiveTracing {
 }
 
 export interface SpanOptions {
-  kind: "client" | "internal";
+  kind: "client" | "internal" | "server";
   attributes?: SpanAttributes;
   /** Record the span only inside a traced piece of work (an operation, a delivery): raw SQL, say. */
   requireParent?: boolean;
+  /**
+   * The W3C `traceparent` the span continues instead of the active context: one stored with queued
+   * work, or sent by an authenticated caller of our own. Absent, null or not a valid traceparent:
+   * the active context, as without it.
+   */
+  parent?: string | null;
 }

@@ -77,6 +77,15 @@ export function injectTraceContext(headers: Record<string, string>): void {
   active?.inject(headers);
 }
 
+/**
+ * The active span's W3C traceparent when traces are on and a span is active, else null: stored with
+ * queued work (a delivery job, a webhook delivery) so the attempt that runs it later, on whatever
+ * node, continues the trace that queued it (SpanOptions.parent).
+ */
+export function currentTraceparent(): string | null {
+  return active?.traceparent() ?? null;
+}
+
 /** Whether traces are being exported (tests, and wrappers that are only built when they are). */
 export function tracingActive(): boolean {
   return active !== null;

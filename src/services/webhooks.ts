@@ -16,6 +16,7 @@ import type { Config } from "../infra/config.js";
 import type { Database, SqlRunner } from "../infra/db.js";
 import { evaluateLive, loadPeople, loadPlanHead } from "./gate.js";
 import { txSql, type Tx } from "../infra/db.js";
+import { currentTraceparent } from "../infra/tracing.js";
 import { parseInput } from "./parse.js";
 
 export const WEBHOOK_EVENTS = [
@@ -368,9 +369,9 @@ export async function enqueueWebhookEvent(tx: TxLike, orgId: string, event: Webh
     data: event.data,
   };
   await sql.query(
-    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt")
-     SELECT gen_random_uuid()::text, $1, w, $2, $3, $4::jsonb, 'queued', now(), now() FROM unnest($5::text[]) AS w`,
-    [orgId, eventId, event.type, JSON.stringify(payload), webhookIds],
+    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt", traceparent)
+     SELECT gen_random_uuid()::text, $1, w, $2, $3, $4::jsonb, 'queued', now(), now(), $6 FROM unnest($5::text[]) AS w`,
+    [orgId, eventId, event.type, JSON.stringify(payload), webhookIds, currentTraceparent()],
   );
   return eventId;
 }
@@ -561,10 +562,10 @@ export async function enqueueApprovalRequestsFiled(tx: TxLike, requests: readonl
   }
   if (cols.webhookId.length === 0) return;
   await sql.query(
-    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt")
-     SELECT gen_random_uuid()::text, o, w, e, t, p::jsonb, 'queued', now(), now()
+    `INSERT INTO webhook_deliveries (id, "orgId", "webhookId", "eventId", "eventType", payload, status, "nextRunAt", "updatedAt", traceparent)
+     SELECT gen_random_uuid()::text, o, w, e, t, p::jsonb, 'queued', now(), now(), $6
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS d(o, w, e, t, p)`,
-    [cols.orgId, cols.webhookId, cols.eventId, cols.eventType, cols.payload],
+    [cols.orgId, cols.webhookId, cols.eventId, cols.eventType, cols.payload, currentTraceparent()],
   );
 }
 

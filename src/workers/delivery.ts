@@ -4,6 +4,7 @@ import { RESUME_PATH } from "../gateway/gateway.js";
 import type { Database } from "../infra/db.js";
 import type { EventBus } from "../infra/events.js";
 import type { Logger } from "../infra/logger.js";
+import { inSpan } from "../infra/tracing.js";
 import { expireOverdueRequests } from "../services/approvals/requests.js";
 import { PREFLIGHT_CODES, type PreflightCode } from "../services/approvals/authority.js";
 import { claim, type TokenSettings } from "./delivery/claim.js";
@@ -89,7 +90,25 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
   };
   const lease = (limit = batchSize) => leaseJobs(db, owner, leaseMs, limit);
 
-  async function deliver(job: LeasedJob): Promise<DeliveryResult> {
+  /**
+   * One attempt, in a span continuing the trace of the vote that queued the job (traces on): the
+   * claim's SQL, the resume call (which sends this span's traceparent to the gateway) and what
+   * became of it read under the approval's own trace.
+   */
+  function deliver(job: LeasedJob): Promise<DeliveryResult> {
+    return inSpan(
+      "approval delivery",
+      { kind: "internal", parent: job.traceparent, attributes: { "countersign.delivery.id": job.id, "countersign.delivery.attempt": job.attempts } },
+      async (span) => {
+        const result = await attempt(job);
+        span?.setAttributes({ "countersign.delivery.outcome": result.kind });
+        if (result.kind !== "delivered" && result.kind !== "retry") span?.fail(result.kind);
+        return result;
+      },
+    );
+  }
+
+  async function attempt(job: LeasedJob): Promise<DeliveryResult> {
     const checked = await claim(db, options, job);
     if (checked.kind === "lost_lease") return checked;
     if (checked.kind === "failed") {

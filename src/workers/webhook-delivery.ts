@@ -50,6 +50,8 @@ interface Leased {
   eventId: string;
   eventType: string;
   payload: Record<string, unknown>;
+  /** The trace of the work that queued the event (traces on): the attempt's span continues it. */
+  traceparent: string | null;
   /** Why its webhook may no longer deliver (src/domain/liveness.ts), or null. */
   dead: string | null;
 }
@@ -193,7 +195,7 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
            ORDER BY "nextRunAt", id
            LIMIT $3
            FOR UPDATE SKIP LOCKED)
-        RETURNING d.id, d.fence, d.attempts, d."webhookId", d."eventId", d."eventType", d.payload,
+        RETURNING d.id, d.fence, d.attempts, d."webhookId", d."eventId", d."eventType", d.payload, d.traceparent,
                   (SELECT ${webhookDeadReasonSql("w")} FROM webhooks w WHERE w.id = d."webhookId") AS dead`,
       [owner, leaseMs, batchSize],
     );
@@ -242,11 +244,12 @@ export function createWebhookWorker(deps: { db: Database; config: Config; logger
   async function tick(): Promise<number> {
     const jobs = await lease();
     const reads = tickReads(db);
-    // A span per attempt when traces are on: the event type, the webhook and the receiver's status code.
+    // A span per attempt when traces are on, in the trace that queued the event: the event type, the
+    // webhook and the receiver's status code.
     const attempt = (job: Leased) =>
       inSpan(
         "webhook delivery",
-        { kind: "client", attributes: { "countersign.webhook.id": job.webhookId, "countersign.event.type": job.eventType, "countersign.delivery.id": job.id, "countersign.delivery.attempt": job.attempts } },
+        { kind: "client", parent: job.traceparent, attributes: { "countersign.webhook.id": job.webhookId, "countersign.event.type": job.eventType, "countersign.delivery.id": job.id, "countersign.delivery.attempt": job.attempts } },
         (span) => deliver(job, reads, span),
       );
     await Promise.all(jobs.map((job) => attempt(job).catch((error: unknown) => log.error({ err: error, deliveryId: job.id }, "webhook delivery crashed"))));

@@ -10,7 +10,8 @@ import http, { type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTracing, stopTracing, tracingSettings, type ActiveTracing } from "../../src/infra/tracing.js";
-import { createWorld, heldAndFiled, vote, type World } from "../approvals/world.js";
+import { RESUME_PATH } from "../../src/gateway/gateway.js";
+import { createWorld, heldAndFiled, SERVICE_TOKEN, vote, type World } from "../approvals/world.js";
 import { descendsFrom, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -63,6 +64,8 @@ const CREATE_WEBHOOK = `mutation CreateHook($input: CreateWebhookInput!) {
 describe("traces, exported to a real OTLP/HTTP receiver", () => {
   let requestId: string;
   let webhookId: string;
+  /** The vote that approved the request: the root of the approval's trace. */
+  let approving: ReceivedSpan;
 
   it("an approval's operation span and its Prisma and SQL spans share one trace id and nest under it; no variable, token or document is recorded", async () => {
     const hook = await w.t.gql(CREATE_WEBHOOK, { input: { url: hookUrl, events: ["APPROVAL_REQUEST_DECIDED"], format: "JSON" } }, w.org.adminToken);
@@ -77,6 +80,7 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     const operations = spans.filter((s) => s.name === "mutation.Vote");
     expect(operations).toHaveLength(2);
     const operation = operations[1]!;
+    approving = operation;
     expect(operation.attributes["graphql.execute.operationName"]).toBe("Vote");
     expect(operation.resource["service.name"]).toBe("countersign");
     expect(operation.resource["service.version"]).toBe(VERSION);
@@ -114,7 +118,7 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     }
   });
 
-  it("a held call executed after the approval reaches the upstream MCP server with a traceparent whose trace is exported", async () => {
+  it("a held call executed after the approval reaches the upstream MCP server with a traceparent of the approval's own trace", async () => {
     await w.delivery.tick();
     expect(w.executions.find((e) => e.approvalId === requestId)).toBeDefined();
     const call = upstreamRequests.find((r) => r.body?.method === "tools/call" && r.body?.params?.arguments?.repo === "acme/traced");
@@ -125,6 +129,19 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     const upstreamSpan = spans.find((s) => s.traceId === match![1] && s.spanId === match![2]);
     expect(upstreamSpan?.name).toBe("mcp upstream POST");
     expect(upstreamSpan?.attributes["http.response.status_code"]).toBe(200);
+    // One trace from the vote to the upstream: the vote queued the delivery with its traceparent;
+    // the worker's attempt continued it and sent its own to the gateway's resume over HTTP.
+    expect(match![1]).toBe(approving.traceId);
+    expect(descendsFrom(spans, upstreamSpan!, approving)).toBe(true);
+    const delivery = spans.find((s) => s.name === "approval delivery" && s.traceId === approving.traceId);
+    const resume = spans.find((s) => s.name === "gateway resume" && s.traceId === approving.traceId);
+    expect(delivery?.parentSpanId).toBe(approving.spanId);
+    expect(delivery?.attributes["countersign.delivery.outcome"]).toBe("delivered");
+    expect(resume?.parentSpanId).toBe(delivery!.spanId);
+    expect(resume?.attributes["http.response.status_code"]).toBe(200);
+    expect(descendsFrom(spans, upstreamSpan!, resume!)).toBe(true);
+    // The claim's SQL is recorded under the attempt (a worker's poll outside it is not).
+    expect(spans.some((s) => s.name.startsWith("sql ") && s.parentSpanId === delivery!.spanId)).toBe(true);
     // The connection's URL path (which may hold a credential) is not recorded, only its host.
     expect(JSON.stringify(upstreamSpan)).not.toContain("/mcp");
   });
@@ -140,11 +157,51 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     const spans = await exported();
     const attempt = spans.find((s) => s.traceId === match![1] && s.spanId === match![2]);
     expect(attempt?.name).toBe("webhook delivery");
+    // The event was queued by the approving vote: its attempt continues that trace.
+    expect(attempt?.parentSpanId).toBe(approving.spanId);
     expect(attempt?.attributes).toMatchObject({
       "countersign.webhook.id": webhookId,
       "countersign.event.type": "approval_request.decided",
       "http.response.status_code": 204,
     });
+  });
+
+  it("a delivery whose stored traceparent cannot be read still runs, in a trace of its own", async () => {
+    const second = await heldAndFiled(w, { repo: "acme/untraced" });
+    await vote(w, w.reviewers[0]!, second);
+    await vote(w, w.reviewers[1]!, second);
+    const [job] = await w.db.sql.query<{ id: string }>(`UPDATE delivery_jobs SET traceparent = 'not-a-traceparent' WHERE "requestId" = $1 RETURNING id`, [second]);
+    await w.delivery.tick();
+    expect(w.executions.find((e) => e.approvalId === second)).toBeDefined();
+    const spans = await exported();
+    const delivery = spans.find((s) => s.name === "approval delivery" && s.attributes["countersign.delivery.id"] === job!.id);
+    expect(delivery?.parentSpanId).toBeNull();
+    expect(delivery?.attributes["countersign.delivery.outcome"]).toBe("delivered");
+    expect(spans.filter((s) => s.name === "mutation.Vote").map((s) => s.traceId)).not.toContain(delivery!.traceId);
+  });
+
+  it("the gateway's resume takes a caller's traceparent only with the service token", async () => {
+    const sent = (traceId: string) => `00-${traceId}-${"1".repeat(16)}-01`;
+    const refused = randomBytes(16).toString("hex");
+    const denied = await fetch(new URL(RESUME_PATH, w.gatewayUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer not-the-service-token", traceparent: sent(refused) },
+      body: JSON.stringify({}),
+    });
+    expect(denied.status).toBe(401);
+    const taken = randomBytes(16).toString("hex");
+    const answered = await fetch(new URL(RESUME_PATH, w.gatewayUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${SERVICE_TOKEN}`, traceparent: sent(taken) },
+      body: JSON.stringify({}),
+    });
+    expect(answered.status).toBe(400);
+    const spans = await exported();
+    expect(spans.filter((s) => s.traceId === refused)).toEqual([]);
+    const resume = spans.find((s) => s.traceId === taken);
+    expect(resume?.name).toBe("gateway resume");
+    expect(resume?.parentSpanId).toBe("1".repeat(16));
+    expect(resume?.attributes["http.response.status_code"]).toBe(400);
   });
 
   it("a query outside any traced work (a worker's poll, start-up) starts no trace: every Prisma span has a parent", async () => {

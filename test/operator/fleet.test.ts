@@ -515,7 +515,7 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     }
   }, 150_000);
 
-  it("an approval's trace holds its operation span and its database spans under one trace id; a held call's execution reaches the upstream with a traceparent", async () => {
+  it("an approval's trace holds its operation span and its database spans under one trace id; a held call's execution reaches the upstream with a traceparent of the vote's trace", async () => {
     // Every node exports to the receiver below (started in beforeAll, see startTraceReceiver).
     const spans = receiver!.spans;
     const submitted = await gql(w.runnerToken, SUBMIT, { input: { workspaceId: w.workspaceId, changes: [{ address: "aws_s3_bucket.traced", action: "CREATE" }] } });
@@ -532,6 +532,12 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     await until(async () => (await w.db.prisma.approvalRequest.findUnique({ where: { id: approvalId } })) !== null, 20_000, "filed");
     await gql(w.reviewerToken, VOTE, { input: { requestId: approvalId, decision: "APPROVE", expectedRevision: 1 } });
     await until(() => receiver!.upstreamTraceparents.some((t) => /^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/.test(t)), 30_000, "the execution's traceparent at the upstream");
+    // One trace across the nodes: the vote (an API node), the delivery attempt (the worker node),
+    // the gateway's resume (an API node again) and the call the upstream received.
+    const upstreamTraces = () => new Set(receiver!.upstreamTraceparents.map((t) => t.split("-")[1]));
+    const voteTrace = () => spans().find((s) => s.name.startsWith("mutation.") && upstreamTraces().has(s.traceId))?.traceId;
+    const namesIn = (traceId: string | undefined) => new Set(spans().filter((s) => s.traceId === traceId).map((s) => s.name));
+    await until(() => ["approval delivery", "gateway resume", "mcp upstream POST"].every((n) => namesIn(voteTrace()).has(n)), 20_000, "the vote's trace reaching the upstream");
   }, 60_000);
 });
 

@@ -9,6 +9,7 @@ import { parseInput } from "../parse.js";
 import { policySetHashOf } from "./policies.js";
 import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
+import { currentTraceparent } from "../../infra/tracing.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { enqueueApprovalRequestEvent } from "../webhooks.js";
 
@@ -228,7 +229,11 @@ export async function voteOnApprovalRequest({ db, authz, events }: Deps, raw: un
           WHERE id = $1`,
         [locked.id],
       );
-      await tx.query(`INSERT INTO delivery_jobs (id, "requestId", status, "nextRunAt", "updatedAt") VALUES ($1, $2, 'queued', now(), now())`, [randomUUID(), locked.id]);
+      // The delivery continues this operation's trace (traces on), on whatever node runs it.
+      await tx.query(
+        `INSERT INTO delivery_jobs (id, "requestId", status, "nextRunAt", "updatedAt", traceparent) VALUES ($1, $2, 'queued', now(), now(), $3)`,
+        [randomUUID(), locked.id, currentTraceparent()],
+      );
     } else if (tally.state === "rejected") {
       await tx.query(
         `UPDATE approval_requests

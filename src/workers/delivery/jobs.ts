@@ -7,7 +7,8 @@ import type { Database } from "../../infra/db.js";
 import type { EventBus } from "../../infra/events.js";
 import type { PreflightCode } from "../../services/approvals/authority.js";
 
-export type LeasedJob = { id: string; requestId: string; fence: number; attempts: number };
+/** `traceparent`: the trace of the vote that queued it (traces on), which the attempt continues. */
+export type LeasedJob = { id: string; requestId: string; fence: number; attempts: number; traceparent: string | null };
 
 export type DeliveryResult =
   | { kind: "lost_lease" }
@@ -33,7 +34,7 @@ export async function leaseJobs(db: Database, owner: string, leaseMs: number, li
          ORDER BY "nextRunAt"
          LIMIT $3
          FOR UPDATE SKIP LOCKED)
-      RETURNING j.id, j."requestId", j.fence, j.attempts`,
+      RETURNING j.id, j."requestId", j.fence, j.attempts, j.traceparent`,
     [owner, leaseMs, limit],
   );
 }

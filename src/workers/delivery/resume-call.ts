@@ -2,6 +2,7 @@
 // say what its answer means for the attempt. No database here: ./settle.ts writes the outcome.
 
 import type { ResumeBody } from "../../gateway/gateway.js";
+import { injectTraceContext } from "../../infra/tracing.js";
 
 export type ResumeCall = {
   /** `POST <gatewayUrl>/internal/v1/approvals/resume`. */
@@ -25,9 +26,12 @@ export async function callResume(call: ResumeCall, body: ResumeBody): Promise<Re
   let status: number;
   let answer: { status?: string; error?: string; retryable?: boolean; replayed?: boolean } = {};
   try {
+    const headers: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${call.serviceToken}` };
+    // Traces on: the gateway's resume continues the delivery's trace (it takes a traceparent only with the service token).
+    injectTraceContext(headers);
     const response = await call.fetch(call.url, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${call.serviceToken}` },
+      headers,
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(call.timeoutMs),
     });
