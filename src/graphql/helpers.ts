@@ -17,6 +17,21 @@ import { COMMON_ERRORS } from "./schema/errors.js";
  */
 export const SIGNED_IN = { authenticated: true } as const;
 
+/** (member, read) in the caller's organization, as an authScopes value: what another member's data takes (seed 004). */
+export const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
+
+/**
+ * A person's email, member data wherever the person is reached (User.email, GatePerson.email):
+ * the caller's own, or anyone's with (member, read); null otherwise, and for a person without one.
+ */
+export function memberEmail(ctx: Context, person: { id: string; email: string }): string | null | Promise<string | null> {
+  const { email } = person;
+  if (!email) return null;
+  if (ctx.viewer !== null && ctx.viewer.userId === person.id) return email;
+  const may = ctx.authz.check(READ_MEMBERS.permission);
+  return typeof may === "boolean" ? (may ? email : null) : may.then((yes) => (yes ? email : null));
+}
+
 export const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 /** A service's dependencies; from a signed-in field's context, its authz has the viewer in the type. */
 export const deps = <C extends Context>(ctx: C) => ({ db: ctx.db, authz: ctx.authz as C["authz"], events: ctx.events, config: ctx.config });

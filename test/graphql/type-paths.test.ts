@@ -138,6 +138,50 @@ describe("who holds a role is member data", () => {
   });
 });
 
+describe("a person's email is member data, wherever a user is reached", () => {
+  it("User.email is null without (member, read) on every path to a User but the caller's own, and the address with it", async () => {
+    // Every read but (member, read), and the approve and decide paths: a plan's submitter, an
+    // approval's and a vote's person, a reservation's holder, who last changed a connection, ….
+    const grants = (withMembers: boolean): Parameters<World["member"]>[0] => [
+      ...READ_FAMILIES.filter((f) => withMembers || f !== "member").map((f) => ({ resourceType: f, action: "read" as const })),
+      ...ALSO,
+    ];
+    const narrow = await w.member(grants(false));
+    const permitted = await w.member(grants(true));
+    const own = async (token: string) => (await t.gql(`{ viewer { email } }`, {}, token)).data.viewer.email as string;
+    const [narrowEmail, permittedEmail] = await Promise.all([own(narrow), own(permitted)]);
+    const paths = pathsTo("User", HOPS, argsFrom(w));
+    const leaked: string[] = [];
+    const crashed: string[] = [];
+    let othersSeenByNarrow = 0;
+    let addressesSeenByPermitted = 0;
+    for (const path of paths) {
+      const names = path.map(stepName);
+      const query = pathQuery(path, "id email");
+      const [asNarrow, asPermitted] = await Promise.all([t.gql(query, {}, narrow), t.gql(query, {}, permitted)]);
+      for (const res of [asNarrow, asPermitted]) {
+        for (const e of res.errors ?? []) if (!ALLOWED_CODES.has(e.extensions?.code)) crashed.push(`${names.join(".")}: ${e.message}`);
+      }
+      for (const u of valuesAt(asNarrow.data, names) as { email: string | null }[]) {
+        if (u.email === narrowEmail) continue;
+        othersSeenByNarrow++;
+        if (u.email !== null) leaked.push(`${names.join(".")}: ${u.email}`);
+      }
+      for (const u of valuesAt(asPermitted.data, names) as { email: string | null }[]) {
+        if (u.email !== permittedEmail && u.email?.includes("@")) addressesSeenByPermitted++;
+      }
+    }
+    expect(crashed).toEqual([]);
+    expect(leaked).toEqual([]);
+    // The walk reached other people (by id) for the narrow member, and their addresses with (member, read).
+    expect(othersSeenByNarrow).toBeGreaterThan(0);
+    expect(addressesSeenByPermitted).toBeGreaterThan(0);
+    // The caller's own address, on the path that reaches themself.
+    const self = await t.gql(`{ viewer { user { email } } }`, {}, narrow);
+    expect(self.data.viewer.user.email).toBe(narrowEmail);
+  }, 300_000);
+});
+
 describe("a denied edge answers null, and only a caller without a token is unauthenticated", () => {
   it("workspace(id){ stack { outputs } } gives a (workspace, read)-only member stack: null, no error, as stack(id) does", async () => {
     const token = await w.member([{ resourceType: "workspace", action: "read" }] as const);

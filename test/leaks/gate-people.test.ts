@@ -2,7 +2,8 @@
 // the id and name of every person on its gate — the same people the reasons name in text — while
 // emails stay member data behind (member, read). The person fields are found by walking the
 // schema from GateStatus, so a person field added later is covered (and a `User` reached from the
-// gate, which carries the email unguarded, fails the walk).
+// gate fails the walk: the gate names people as GatePerson; User.email is guarded alike,
+// test/graphql/type-paths.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isListType, isNonNullType, isObjectType, type GraphQLNamedType, type GraphQLOutputType, type GraphQLSchema } from "graphql";
 import { startTestApp, type TestApp } from "../helpers/harness.js";

@@ -28,7 +28,7 @@ import {
 import { releaseReservationsOfRole } from "../../services/reservations.js";
 import { MembershipRef, OrganizationRef, UserRef } from "./organization.js";
 import type { ApiToken } from "../../generated/prisma/client.js";
-import { deps, SIGNED_IN } from "../helpers.js";
+import { deps, READ_MEMBERS, SIGNED_IN } from "../helpers.js";
 
 const ERRORS = { types: [...COMMON_ERRORS, InvalidStateError] };
 const orgOf = (ctx: SignedInContext) => ctx.viewer.orgId;
@@ -103,8 +103,6 @@ export const RoleRef = builder.prismaObject("Role", {
     }),
   }),
 });
-
-const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
 
 builder.prismaObject("IdentitySource", {
   description: "An SSO identity source. Needs (identity_source, read).",

@@ -25,7 +25,7 @@ import { nextGateVersion, snapshotOf, type GateSnapshot, type People, type RoleR
 import { gateHub, type WorkspaceGates } from "../../services/gate-live.js";
 import { findReadablePlanHead } from "../../services/plans.js";
 import { findReadableWorkspace } from "../../services/workspaces.js";
-import { deps, forgetDecidedScopes, notFoundAsNull, SIGNED_IN } from "../helpers.js";
+import { deps, forgetDecidedScopes, memberEmail, notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
 import { ErrorInterface } from "./errors.js";
 import { DIRECT_DELIVERY, type DirectDeliverable, type DirectWriter } from "../shared-events.js";
@@ -72,7 +72,6 @@ export const HolderKindEnum = builder.enumType("ReservationHolderKind", {
 });
 
 /** Who holds a role is member data (docs/permissions.md). */
-const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
 
 // ── People ────────────────────────────────────────────────────────────────────────────
 
@@ -98,8 +97,7 @@ const GatePersonRef = builder.objectRef<UserRow>("GatePerson").implement({
     email: t.string({
       nullable: true,
       description: "Member data: null unless the caller holds (member, read) or is this person.",
-      resolve: async (u, _args, ctx) =>
-        (ctx.viewer !== null && ctx.viewer.userId === u.id) || (await ctx.authz.can(READ_MEMBERS.permission)) ? u.email || null : null,
+      resolve: (u, _args, ctx) => memberEmail(ctx, u),
     }),
   }),
 });

@@ -2,7 +2,7 @@ import { builder, readable } from "../builder.js";
 import { rowQuery } from "./row-query.js";
 import { viewerOf } from "../context.js";
 import { mergeEvents } from "./approvals-events.js";
-import { SIGNED_IN } from "../helpers.js";
+import { memberEmail, SIGNED_IN } from "../helpers.js";
 
 export const OrganizationRef = builder.prismaObject("Organization", {
   description: "An organization: members, roles, stacks and workspaces live in exactly one.",
@@ -23,7 +23,11 @@ export const UserRef = builder.prismaObject("User", {
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
-    email: t.exposeString("email"),
+    email: t.string({
+      nullable: true,
+      description: "Member data: null unless the caller holds (member, read) or is this person (the caller's own is also viewer.email).",
+      resolve: (u, _args, ctx) => memberEmail(ctx, u),
+    }),
     isServiceAccount: t.exposeBoolean("isServiceAccount"),
   }),
 });

@@ -37,7 +37,7 @@ import { UserRef } from "./organization.js";
 import { CatalogFamily } from "./catalog.js";
 import { ApprovalRequestRef } from "./approvals.js";
 import { ruleWorkspace, type RuleWorkspace } from "./workspace-rule.js";
-import { SIGNED_IN } from "../helpers.js";
+import { READ_MEMBERS, SIGNED_IN } from "../helpers.js";
 
 // ── The check API ────────────────────────────────────────────────────────────────────
 
@@ -328,8 +328,6 @@ interface EffectiveMember {
   user: User;
   via: Holding[];
 }
-
-const READ_MEMBERS = { permission: { resourceType: "member", action: "read", matchValue: null, groups: null } } as const;
 
 const RoleHoldingRef = builder.objectRef<Holding>("RoleHolding").implement({
   description: "How a member holds a role. The binding's details are identity-source data: null without (identity_source, read).",
