@@ -16,7 +16,7 @@ import { RequestLoaders } from "./graphql/request-loaders.js";
 import { schema } from "./graphql/schema/index.js";
 import { useSharedEventResults } from "./graphql/shared-events.js";
 import { useGraphqlJsExecute } from "./graphql/engine.js";
-import { handBodyToYoga, readBodyWithinLimit } from "./edge/body-limit.js";
+import { handBodyToYoga, readBodyWithinLimit, refusedAsNotUtf8 } from "./edge/body-limit.js";
 import { createDispatcher, limitByAddress, sendJson, type HttpRoute } from "./edge/http.js";
 import { clientAddressResolver, keyLabel } from "./edge/rate-limit.js";
 import { retryAfterSeconds } from "./infra/token-buckets.js";
@@ -435,11 +435,12 @@ export function createApp(deps: Infra) {
       path: yoga.graphqlEndpoint,
       credential: "api-token",
       handle: async (req, res, url) => {
-        // The token's rate (429 with Retry-After), then the body limit (413), before yoga parses.
+        // The token's rate (429 with Retry-After), then the body limit (413) and a text body that
+        // is not UTF-8 (400), before yoga parses.
         // A token known valid is read while its rate is taken (operator.http).
         if (await operator.http(req, res, url, readTokenOf(req))) return true;
         const body = await readBodyWithinLimit(req, res, deps.config.maxBodyBytes);
-        if (!body) return true;
+        if (!body || refusedAsNotUtf8(req, res, body)) return true;
         handBodyToYoga(req, body);
         await yoga.requestListener(req, res);
         return true;

@@ -2,6 +2,7 @@
 // it as cheaply as yoga reading the socket itself, and be answered exactly as yoga would answer
 // it: @whatwg-node/server lists the keys of whatever it is handed, so handing the bytes made a
 // 1 MiB body cost one string per byte before anything was parsed.
+import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createSchema, createYoga } from "graphql-yoga";
@@ -169,6 +170,29 @@ describe("/graphql takes a body of any shape within the cap, and goes on serving
         expect(json.errors[0]!.extensions.originalError.message).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/);
       }
     }
+  });
+
+  it("a body that must be text (JSON, a GraphQL document, a form) and is not UTF-8 is refused before yoga decodes it; other types are answered as before", async () => {
+    const notUtf8 = { "nine bytes": BODIES["bytes that are not UTF-8"]!, "1 MiB of random bytes": randomBytes(1000 * KiB) };
+    const send = (body: Buffer, contentType: string | null) =>
+      fetch(`${baseUrl}/graphql`, { method: "POST", body: new Uint8Array(body), headers: { ...(contentType ? { "content-type": contentType } : {}), authorization: `Bearer ${org.adminToken}` } });
+    for (const [kind, body] of Object.entries(notUtf8)) {
+      for (const contentType of ["application/json", "Application/JSON; charset=utf-8", "application/graphql+json", "application/graphql", "application/x-www-form-urlencoded"]) {
+        const res = await send(body, contentType);
+        expect({ kind, contentType, status: res.status }).toEqual({ kind, contentType, status: 400 });
+        expect(await res.json()).toEqual({ errors: [{ message: expect.stringContaining("not valid UTF-8"), extensions: { code: "BAD_REQUEST" } }] });
+      }
+      // Types yoga does not read as text keep yoga's answer (415 unread; multipart as parts).
+      for (const [contentType, status] of [["text/plain", 415], ["application/octet-stream", 415], [null, 415], ["multipart/form-data; boundary=x", 400]] as const) {
+        const res = await send(body, contentType);
+        expect({ kind, contentType, status: res.status }).toEqual({ kind, contentType, status });
+        expect(await res.text()).not.toContain("not valid UTF-8");
+      }
+    }
+    // Text that is UTF-8 still reaches yoga: its own refusal of invalid JSON.
+    const invalidJson = await send(utf8('{"query": '), "application/json");
+    expect(invalidJson.status).toBe(400);
+    expect(((await invalidJson.json()) as { errors: { message: string }[] }).errors[0]!.message).toBe("POST body sent invalid JSON.");
   });
 
   for (const [kind, body, contentType, status] of cases) {
