@@ -102,7 +102,8 @@ export function readAsText(contentType: string | undefined): boolean {
  * refuse such bodies too (invalid_utf8). True when it answered.
  */
 export function refusedAsNotUtf8(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean {
-  if (body.length === 0 || !readAsText(req.headers["content-type"]) || isUtf8(body)) return false;
+  // UTF-8 first: one native pass over the bytes, and the answer for nearly every request.
+  if (body.length === 0 || isUtf8(body) || !readAsText(req.headers["content-type"])) return false;
   const answer = JSON.stringify({
     errors: [{ message: "The request body is not valid UTF-8: JSON, a GraphQL document or a form must be.", extensions: { code: "BAD_REQUEST" } }],
   });
