@@ -133,12 +133,23 @@ export function handBodyToYoga(req: IncomingMessage, body: Buffer): void {
 
 /** What handBodyToYoga sets: exported for the test that holds every kind of body to a few keys. */
 export function yogaBodyOf(body: Buffer, contentType: string | undefined): object {
-  // Bytes that are not UTF-8 are not decoded here (refusedAsNotUtf8 answers them first on /graphql).
-  if (contentType?.includes("json") && isUtf8(body)) {
+  // Only what can be an object is parsed here: an array (a batch of 5,000, say), a scalar or a
+  // byte order mark would be parsed again by yoga, which answers it. Bytes that are not UTF-8 are
+  // not decoded here (refusedAsNotUtf8 answers them first on /graphql).
+  if (contentType?.includes("json") && opensAnObject(body) && isUtf8(body)) {
     const parsed = parsedObject(body);
     if (parsed) return parsed;
   }
   return new BodyBytes(body);
+}
+
+/** Whether the first byte after JSON's whitespace is `{`. */
+function opensAnObject(body: Buffer): boolean {
+  for (const byte of body) {
+    if (byte === 0x7b) return true;
+    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09) return false;
+  }
+  return false;
 }
 
 function parsedObject(body: Buffer): object | null {

@@ -126,6 +126,22 @@ describe("a body handed to yoga", () => {
     expect(Symbol.asyncIterator in yogaBodyOf(BODIES["a query"]!, "text/plain")).toBe(true);
     expect(Symbol.asyncIterator in yogaBodyOf(BODIES["an object of 20,000 keys"]!, "application/json")).toBe(true);
   });
+
+  it("parses nothing that cannot be an object: yoga parses an array, a scalar or a byte order mark, once", () => {
+    const parse = JSON.parse;
+    let parsed = 0;
+    JSON.parse = ((text: string, reviver?: Parameters<typeof parse>[1]) => (parsed++, parse(text, reviver))) as typeof JSON.parse;
+    try {
+      for (const kind of ["a batch (an array)", "an array of 100,000 numbers", "a string", "a number", "null", "true", "JSON after a byte order mark"]) {
+        expect(Symbol.asyncIterator in yogaBodyOf(BODIES[kind]!, "application/json"), kind).toBe(true);
+      }
+      expect(parsed).toBe(0);
+      yogaBodyOf(utf8(` \n\t${JSON.stringify({ query })}`), "application/json");
+      expect(parsed).toBe(1);
+    } finally {
+      JSON.parse = parse;
+    }
+  });
 });
 
 describe("/graphql takes a body of any shape within the cap, and goes on serving", () => {
