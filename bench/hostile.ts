@@ -1,7 +1,8 @@
 // What the costliest request anyone can send costs. Every hostile request of the edge tests
 // (test/edge/hostile.ts: each route of the route table × each hostile body × each method it takes
 // and one it does not × with and without its credential) goes to one Countersign, each measured by
-// the CPU time of the one process that sends and serves it (the least of three sendings), beside a
+// the CPU time of the one process that sends and serves it (the least of three sendings; the ten
+// costliest again, the least of ten more, each beside the valid request), beside a
 // valid request of the body cap's size: a GraphQL query carrying 1 MiB of extensions, which costs
 // what taking 1 MiB in costs (reading, decoding, parsing).
 //
@@ -25,6 +26,9 @@ import { log, row, type BenchRow } from "./lib.js";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 const SENDINGS = 3;
+/** How many of the costliest are sent again, and how many times each. */
+const AGAIN = 10;
+const AGAIN_SENDINGS = 10;
 const MiB = 1024 * 1024;
 
 /** CPU milliseconds of this process (client and server) for one request, the least of `sendings`. */
@@ -45,43 +49,58 @@ interface Measured {
   valid: number;
   small: number;
   parse: number;
-  costs: { ms: number; label: string; status: number | null }[];
+  /** `ms`: the least of every sending; `sweep`: of the sweep's three alone. */
+  costs: { ms: number; label: string; status: number | null; sweep: number }[];
 }
 
 async function measure(): Promise<Measured> {
   const w = await startEdgeWorld();
   try {
-    const valid = Buffer.from(JSON.stringify({ query: "{ viewer { name } }", extensions: { pad: "x".repeat(MiB - 64) } }));
+    const valid1MiB = Buffer.from(JSON.stringify({ query: "{ viewer { name } }", extensions: { pad: "x".repeat(MiB - 64) } }));
     const headers = { "content-type": "application/json", authorization: `Bearer ${w.apiToken}` };
     const smallBody = Buffer.from(JSON.stringify({ query: "{ viewer { name } }" }));
     // Warm both first: the first request of a kind compiles what it runs.
     for (let i = 0; i < 5; i++) {
-      await raw(w.base, "POST", "/graphql", headers, valid);
+      await raw(w.base, "POST", "/graphql", headers, valid1MiB);
       await raw(w.base, "POST", "/graphql", headers, smallBody);
     }
     // What taking 1 MiB in costs at the least: the same request with a small body, and decoding and
     // parsing the 1 MiB in this process. The least of five each: these are the baselines.
     const small = await cpuOf(w, "/graphql", { method: "POST", headers, body: smallBody }, 5);
-    const baseline = await cpuOf(w, "/graphql", { method: "POST", headers, body: valid }, 5);
+    const baseline = await cpuOf(w, "/graphql", { method: "POST", headers, body: valid1MiB }, 5);
     if (baseline.status !== 200) throw new Error(`the valid 1 MiB request answered ${baseline.status}`);
     let parse = Infinity;
     for (let i = 0; i < 5; i++) {
       const before = process.cpuUsage();
-      JSON.parse(valid.toString("utf8"));
+      JSON.parse(valid1MiB.toString("utf8"));
       const used = process.cpuUsage(before);
       parse = Math.min(parse, (used.user + used.system) / 1000);
     }
 
-    const costs: { ms: number; label: string; status: number | null }[] = [];
+    const costs: { ms: number; label: string; status: number | null; sweep: number }[] = [];
+    const sent = new Map<string, () => Promise<{ ms: number; status: number | null }>>();
     for (const route of w.t.app.routes) {
       for (const r of hostileRequests(w, route)) {
         if (r.payload.truncate) continue; // the client goes away: nothing is answered
-        const { ms, status } = await cpuOf(w, target(route), { ...r, body: r.payload.body });
-        costs.push({ ms, label: r.label.trim(), status });
+        const send = (sendings?: number) => cpuOf(w, target(route), { ...r, body: r.payload.body }, sendings);
+        const { ms, status } = await send();
+        const label = r.label.trim();
+        sent.set(label, () => send(AGAIN_SENDINGS));
+        costs.push({ ms, label, status, sweep: ms });
       }
     }
+    // The costliest of the sweep again, each beside the valid request and the least of more
+    // sendings: in the heap 3,500 requests of up to 1 MiB left behind, a collection can land in all
+    // three sendings of one small request (a 404 read 4 ms alone and 12–20 ms in the sweep).
+    // A cost the request itself causes recurs in every sending and stays.
     costs.sort((a, b) => b.ms - a.ms);
-    return { valid: baseline.ms, small: small.ms, parse, costs };
+    let valid = baseline.ms;
+    for (const c of costs.slice(0, AGAIN)) {
+      valid = Math.min(valid, (await cpuOf(w, "/graphql", { method: "POST", headers, body: valid1MiB }, AGAIN_SENDINGS)).ms);
+      c.ms = Math.min(c.ms, (await sent.get(c.label)!()).ms);
+    }
+    costs.sort((a, b) => b.ms - a.ms);
+    return { valid, small: small.ms, parse, costs };
   } finally {
     await w.close();
   }
@@ -96,7 +115,7 @@ export async function run(): Promise<BenchRow[]> {
   const { valid, small, parse, costs } = JSON.parse(out.slice(out.lastIndexOf("\n{") + 1)) as Measured;
   const worst = costs[0]!;
   log(`hostile requests: ${costs.length} sent ${SENDINGS} times each; a valid 1 MiB GraphQL request ${valid.toFixed(1)} ms of CPU`);
-  log(`hostile requests, the costliest: ${costs.slice(0, 5).map((c) => `${c.label} → ${c.status}: ${c.ms.toFixed(1)} ms`).join("; ")}`);
+  log(`hostile requests, the costliest: ${costs.slice(0, 5).map((c) => `${c.label} → ${c.status}: ${c.ms.toFixed(1)} ms (${c.sweep.toFixed(1)} in the sweep)`).join("; ")}`);
   return [
     row("a valid 1 MiB GraphQL request, CPU", valid, "ms", {
       baseline: { name: `the same with a small body (${small.toFixed(1)} ms) + decoding and parsing 1 MiB (${parse.toFixed(1)} ms)`, value: small + parse },
