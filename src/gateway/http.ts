@@ -143,6 +143,20 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
     return refusal(res, route, 429, "rate_limited", `too many requests; retry after ${seconds} s`, { "retry-after": String(seconds) }, RATE_LIMITED_JSONRPC_CODE, { retry_after_seconds: seconds });
   }
 
+  /**
+   * An admitted agent request in a server span of its own when traces are on: the root of its
+   * trace (an agent's `traceparent` is not taken, docs/threats.md "Traces"), under which the
+   * upstream call of an allowed tool is recorded. Only the answer's status is recorded.
+   */
+  function agentSpan(name: string, res: ServerResponse, serve: () => Promise<void>): Promise<boolean> {
+    return inSpan(name, { kind: "server" }, async (span) => {
+      await serve();
+      span?.setAttributes({ "http.response.status_code": res.statusCode });
+      if (res.statusCode >= 500) span?.fail(`answered ${res.statusCode}`);
+      return true;
+    });
+  }
+
   const routes: GatewayRoute[] = [];
   if (toolsPath !== null) {
     routes.push({
@@ -163,23 +177,24 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
           return true;
         }
         if (!(await admit(req, res, "tools"))) return true;
-        const body = await readJson(req, res, maxBodyBytes);
-        if (!body.ok) return true;
-        if (/text\/event-stream/i.test(String(req.headers.accept ?? ""))) {
-          await mcp(req, res, body.value);
-          return true;
-        }
-        send(
-          res,
-          await gateway.handleToolCall({
-            authorization: header(req, "authorization"),
-            approvalId: header(req, APPROVAL_ID_HEADER),
-            approvalToken: header(req, APPROVAL_TOKEN_HEADER),
-            idempotencyKey: header(req, IDEMPOTENCY_KEY_HEADER),
-            body: body.value,
-          }),
-        );
-        return true;
+        return agentSpan("gateway tools", res, async () => {
+          const body = await readJson(req, res, maxBodyBytes);
+          if (!body.ok) return;
+          if (/text\/event-stream/i.test(String(req.headers.accept ?? ""))) {
+            await mcp(req, res, body.value);
+            return;
+          }
+          send(
+            res,
+            await gateway.handleToolCall({
+              authorization: header(req, "authorization"),
+              approvalId: header(req, APPROVAL_ID_HEADER),
+              approvalToken: header(req, APPROVAL_TOKEN_HEADER),
+              idempotencyKey: header(req, IDEMPOTENCY_KEY_HEADER),
+              body: body.value,
+            }),
+          );
+        });
       },
     });
   }
@@ -192,14 +207,15 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
       credential: "virtual-key",
       async handle(req, res, url) {
         if (!(await admit(req, res, "approvals"))) return true;
-        let approvalId: string;
-        try {
-          approvalId = decodeURIComponent(url.pathname.slice(approvalsPrefix.length));
-        } catch {
-          approvalId = "";
-        }
-        send(res, await gateway.approvalStatus({ authorization: header(req, "authorization"), approvalId }));
-        return true;
+        return agentSpan("gateway approval status", res, async () => {
+          let approvalId: string;
+          try {
+            approvalId = decodeURIComponent(url.pathname.slice(approvalsPrefix.length));
+          } catch {
+            approvalId = "";
+          }
+          send(res, await gateway.approvalStatus({ authorization: header(req, "authorization"), approvalId }));
+        });
       },
     });
   }

@@ -204,6 +204,34 @@ describe("traces, exported to a real OTLP/HTTP receiver", () => {
     expect(resume?.attributes["http.response.status_code"]).toBe(400);
   });
 
+  it("an agent's request to the gateway is a server span of its own, the upstream call under it; the agent's traceparent is not taken", async () => {
+    const sentTrace = randomBytes(16).toString("hex");
+    const agent = { authorization: `Bearer ${w.keyPlaintext}`, traceparent: `00-${sentTrace}-${"2".repeat(16)}-01` };
+    const call = await fetch(new URL("/v1/mcp", w.gatewayUrl), {
+      method: "POST",
+      headers: { ...agent, "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "github.list_repos", arguments: {} } }),
+    });
+    expect(call.status).toBe(200);
+    expect(((await call.json()) as { result?: unknown }).result).toBeDefined();
+    const status = await fetch(new URL(`/v1/approvals/${requestId}`, w.gatewayUrl), { headers: agent });
+    expect(status.status).toBe(200);
+
+    const spans = await exported();
+    expect(spans.filter((s) => s.traceId === sentTrace)).toEqual([]);
+    const tools = spans.filter((s) => s.name === "gateway tools").at(-1);
+    expect(tools?.parentSpanId).toBeNull();
+    expect(tools?.attributes["http.response.status_code"]).toBe(200);
+    const upstreamCall = spans.find((s) => s.name === "mcp upstream POST" && s.traceId === tools!.traceId);
+    expect(upstreamCall && descendsFrom(spans, upstreamCall, tools!)).toBe(true);
+    const read = spans.filter((s) => s.name === "gateway approval status").at(-1);
+    expect(read?.parentSpanId).toBeNull();
+    expect(read?.attributes["http.response.status_code"]).toBe(200);
+    // Only the status: no key, approval id or body on either.
+    expect(JSON.stringify([tools, read])).not.toContain(requestId);
+    expect(JSON.stringify([tools, read])).not.toContain(w.keyPlaintext);
+  });
+
   it("a query outside any traced work (a worker's poll, start-up) starts no trace: every Prisma span has a parent", async () => {
     await w.db.prisma.organization.count();
     const spans = await exported();
