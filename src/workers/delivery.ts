@@ -102,7 +102,8 @@ export function createDeliveryWorker(options: DeliveryOptions): DeliveryWorker {
       async (span) => {
         const result = await attempt(job);
         span?.setAttributes({ "countersign.delivery.outcome": result.kind });
-        if (result.kind !== "delivered" && result.kind !== "retry") span?.fail(result.kind);
+        // A lease another worker took over is not a failure of the delivery: that worker goes on.
+        if (result.kind === "preflight_failed" || result.kind === "execution_failed" || result.kind === "failed") span?.fail(result.kind);
         return result;
       },
     );

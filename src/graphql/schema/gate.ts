@@ -71,8 +71,6 @@ export const HolderKindEnum = builder.enumType("ReservationHolderKind", {
   values: { USER: { value: "user" }, ROLE: { value: "role" } } as const,
 });
 
-/** Who holds a role is member data (docs/permissions.md). */
-
 // ── People ────────────────────────────────────────────────────────────────────────────
 
 /** A user id the snapshot could not name (never expected: users are never deleted). */
