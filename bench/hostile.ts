@@ -31,18 +31,23 @@ const AGAIN = 10;
 const AGAIN_SENDINGS = 10;
 const MiB = 1024 * 1024;
 
-/** CPU milliseconds of this process (client and server) for one request, the least of `sendings`. */
-async function cpuOf(w: EdgeWorld, path: string, r: Pick<HostileRequest, "method" | "headers"> & { body: Buffer | null }, sendings = SENDINGS): Promise<{ ms: number; status: number | null }> {
+/** The least CPU milliseconds of this process over `times` runs of `fn`. */
+async function leastCpuMs(times: number, fn: () => unknown): Promise<number> {
   let least = Infinity;
-  let status: number | null = null;
-  for (let i = 0; i < sendings; i++) {
+  for (let i = 0; i < times; i++) {
     const before = process.cpuUsage();
-    const answer = await raw(w.base, r.method, path, r.headers, r.body);
+    await fn();
     const used = process.cpuUsage(before);
     least = Math.min(least, (used.user + used.system) / 1000);
-    status = answer.status;
   }
-  return { ms: least, status };
+  return least;
+}
+
+/** CPU milliseconds of this process (client and server) for one request, the least of `sendings`. */
+async function cpuOf(w: EdgeWorld, path: string, r: Pick<HostileRequest, "method" | "headers"> & { body: Buffer | null }, sendings = SENDINGS): Promise<{ ms: number; status: number | null }> {
+  let status: number | null = null;
+  const ms = await leastCpuMs(sendings, async () => (status = (await raw(w.base, r.method, path, r.headers, r.body)).status));
+  return { ms, status };
 }
 
 interface Measured {
@@ -69,13 +74,7 @@ async function measure(): Promise<Measured> {
     const small = await cpuOf(w, "/graphql", { method: "POST", headers, body: smallBody }, 5);
     const baseline = await cpuOf(w, "/graphql", { method: "POST", headers, body: valid1MiB }, 5);
     if (baseline.status !== 200) throw new Error(`the valid 1 MiB request answered ${baseline.status}`);
-    let parse = Infinity;
-    for (let i = 0; i < 5; i++) {
-      const before = process.cpuUsage();
-      JSON.parse(valid1MiB.toString("utf8"));
-      const used = process.cpuUsage(before);
-      parse = Math.min(parse, (used.user + used.system) / 1000);
-    }
+    const parse = await leastCpuMs(5, () => JSON.parse(valid1MiB.toString("utf8")));
 
     const costs: { ms: number; label: string; status: number | null; sweep: number }[] = [];
     const sent = new Map<string, () => Promise<{ ms: number; status: number | null }>>();

@@ -240,7 +240,6 @@ async function check(url: string, token: string, query: string, expect: string):
   if (res.status !== 200 || body !== expect) throw new Error(`${url} answered ${res.status} ${body.slice(0, 300)} to ${query}; expected ${expect}`);
 }
 
-
 /** Wall time of one call, ms. */
 async function msOf(fn: () => Promise<unknown>): Promise<number> {
   const start = process.hrtime.bigint();

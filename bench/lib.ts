@@ -134,12 +134,12 @@ export async function timed<T>(label: string, fn: () => Promise<T>): Promise<T> 
   return result;
 }
 
-/** Progress goes to stderr, so stdout is the table alone. */
 /** The machine's 1-minute load average, as the bench's log lines print it. */
 export const load1 = (): string => loadavg()[0]!.toFixed(2);
 /** The 1-, 5- and 15-minute load averages, as the bench's log lines print them. */
 export const loadAverages = (): string => loadavg().map((l) => l.toFixed(2)).join(", ");
 
+/** Progress goes to stderr, so stdout is the table alone. */
 export function log(message: string): void {
   process.stderr.write(`  · ${message}\n`);
 }

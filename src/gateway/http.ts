@@ -144,15 +144,18 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
   }
 
   /**
-   * An admitted agent request in a server span of its own when traces are on: the root of its
-   * trace (an agent's `traceparent` is not taken, docs/threats.md "Traces"), under which the
-   * upstream call of an allowed tool is recorded. Only the answer's status is recorded.
+   * An admitted request in a server span of its own when traces are on, under which the upstream
+   * call it makes is recorded; only the answer's status is recorded, and an answer from
+   * `failedFrom` on marks the span failed. An agent's request is the root of its trace (an agent's
+   * `traceparent` is not taken, docs/threats.md "Traces"); `parent` is given only for the service's
+   * own call.
    */
-  function agentSpan(name: string, res: ServerResponse, serve: () => Promise<void>): Promise<boolean> {
-    return inSpan(name, { kind: "server" }, async (span) => {
+  function servedSpan(name: string, res: ServerResponse, serve: () => Promise<void>, options: { parent?: string; failedFrom?: number } = {}): Promise<boolean> {
+    const failedFrom = options.failedFrom ?? 500;
+    return inSpan(name, { kind: "server", parent: options.parent }, async (span) => {
       await serve();
       span?.setAttributes({ "http.response.status_code": res.statusCode });
-      if (res.statusCode >= 500) span?.fail(`answered ${res.statusCode}`);
+      if (res.statusCode >= failedFrom) span?.fail(`answered ${res.statusCode}`);
       return true;
     });
   }
@@ -177,7 +180,7 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
           return true;
         }
         if (!(await admit(req, res, "tools"))) return true;
-        return agentSpan("gateway tools", res, async () => {
+        return servedSpan("gateway tools", res, async () => {
           const body = await readJson(req, res, maxBodyBytes);
           if (!body.ok) return;
           if (/text\/event-stream/i.test(String(req.headers.accept ?? ""))) {
@@ -207,7 +210,7 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
       credential: "virtual-key",
       async handle(req, res, url) {
         if (!(await admit(req, res, "approvals"))) return true;
-        return agentSpan("gateway approval status", res, async () => {
+        return servedSpan("gateway approval status", res, async () => {
           let approvalId: string;
           try {
             approvalId = decodeURIComponent(url.pathname.slice(approvalsPrefix.length));
@@ -228,15 +231,16 @@ export function createGatewayRoutes(gateway: Gateway, options: GatewayHttpOption
       if (!(await admit(req, res, "resume"))) return true;
       // Only the service's own call gets this far, so only its traceparent is taken: the approval
       // delivery's span, under which the held call's execution and its upstream call are recorded.
-      return inSpan("gateway resume", { kind: "server", parent: header(req, "traceparent") }, async (span) => {
-        const body = await readJson(req, res, maxBodyBytes);
-        if (!body.ok) return true;
-        const answer = await gateway.resume({ authorization: header(req, "authorization"), body: body.value });
-        span?.setAttributes({ "http.response.status_code": answer.status });
-        if (answer.status >= 400) span?.fail(`answered ${answer.status}`);
-        send(res, answer);
-        return true;
-      });
+      // A refused resume is a failed delivery: any 4xx marks the span.
+      return servedSpan(
+        "gateway resume",
+        res,
+        async () => {
+          const body = await readJson(req, res, maxBodyBytes);
+          if (body.ok) send(res, await gateway.resume({ authorization: header(req, "authorization"), body: body.value }));
+        },
+        { parent: header(req, "traceparent"), failedFrom: 400 },
+      );
     },
   });
   return routes;
