@@ -1,7 +1,8 @@
-// Every keyset-paged list pages the same way (src/graphql/keyset.ts): its cursor is the row's name,
-// opaque; `first` is held to 1..100; `hasPreviousPage` says whether `after` was given; a cursor
-// this API did not issue is refused. The lists are generated from the schema: every Query field
-// returning a connection is either keyset-paged (and seeded below) or named with how it pages.
+// Every keyset-paged list pages the same way (src/graphql/keyset.ts): its cursor is the row's name
+// (held calls: their creation time and id, test/approvals/paging.test.ts), opaque; `first` is held
+// to 1..100; `hasPreviousPage` says whether `after` was given; a cursor this API did not issue is
+// refused. The lists are generated from the schema: every Query field returning a connection is
+// either keyset-paged by name (and seeded below) or named with its key and where it is tested.
 import { isObjectType } from "graphql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schema } from "../../src/graphql/schema/index.js";
@@ -20,10 +21,10 @@ const KEYSET: Record<string, (name: string) => Promise<unknown>> = {
   cloudIntegrations: (name) =>
     t.db.prisma.cloudIntegration.create({ data: { orgId: org.orgId, stackId, name, provider: "aws", identity: `arn:aws:iam::1:role/${name}` } }),
 };
-/** Query connections paged otherwise, and how. */
+/** Keyset-paged Query connections whose key is not the name, and where they are tested. */
 const OTHER_PAGING: Record<string, string> = {
-  approvalInbox: "an array computed per caller, paged by Pothos' array cursors",
-  approvalRequests: "newest first by creation time: offset cursors",
+  approvalInbox: "newest first by creation time, then id: test/approvals/paging.test.ts",
+  approvalRequests: "newest first by creation time, then id: test/approvals/paging.test.ts",
 };
 
 const queryConnections = Object.values(schema.getQueryType()!.getFields())
@@ -47,7 +48,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe("keyset-paged connections", () => {
-  it("every Query connection is keyset-paged or named with how it pages", () => {
+  it("every Query connection is keyset-paged by name or named with its key", () => {
     expect(queryConnections.length).toBeGreaterThan(0);
     expect(queryConnections).toEqual(Object.keys({ ...KEYSET, ...OTHER_PAGING }).sort());
   });

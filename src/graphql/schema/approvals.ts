@@ -1,5 +1,4 @@
 import DataLoader from "dataloader";
-import { resolveArrayConnection } from "@pothos/plugin-relay";
 import { builder } from "../builder.js";
 import { type Context, signedIn, viewerOf, type SignedInContext } from "../context.js";
 import { perRequest } from "../request-loaders.js";
@@ -9,7 +8,7 @@ import type { ApprovalRequest, DeliveryJob } from "../../generated/prisma/client
 import { providerOfTool } from "../../gateway/store.js";
 import { reviewerEligibility, type MatchedRule, type QuorumResult, type RuleSnapshot } from "../../domain/approvals/policy.js";
 import { currentQuorums, resolvedSnapshots } from "../../services/approvals/quorum.js";
-import { approvalOutcome, decidedRequests, findReadableRequest, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
+import { approvalOutcome, decidedRequests, findReadableRequest, INBOX_SCAN_LIMIT, inboxRequests, readableRequestOrNull, viewerMayDecide, voteOnApprovalRequest } from "../../services/approvals/requests.js";
 import { workspaceInViewerOrg } from "../../services/approvals/workspaces.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
 import { mergeEvents } from "./approvals-events.js";
@@ -18,6 +17,8 @@ import { readableInWorkspace, ruleWorkspace } from "./workspace-rule.js";
 import "./approvals-gateway.js";
 import "./approvals-policies.js";
 import { SIGNED_IN } from "../helpers.js";
+import { keysetConnection } from "../keyset.js";
+import { afterNewestFirst, NEWEST_FIRST, newestFirstKeyOf, parseNewestFirstKey } from "../../services/paging.js";
 
 /**
  * Held tool calls for reviewers (seed 003, "Voting" and "Boundaries"). The request type is
@@ -344,13 +345,17 @@ builder.queryFields((t) => ({
   }),
   approvalInbox: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestConnection,
-    description: "The requests the caller may decide now (pending, unexpired, eligible, not yet voted), newest first.",
+    description:
+      "The requests the caller may decide now (pending, unexpired, eligible, not yet voted), newest first, by keyset cursors: " +
+      "voting on one page moves no other request across the cursor. A page may be short, even empty, with hasNextPage when " +
+      `one read scanned ${INBOX_SCAN_LIMIT.toLocaleString("en")} pending requests; endCursor goes on from there.`,
     args: { workspaceId: t.arg.id(), first: t.arg.int({ description: "Default 50, at most 100." }), after: t.arg.string() },
-    resolve: async (_root, args, ctx) => {
-      const rows = await inboxRequests(ctx, { workspaceId: args.workspaceId ? String(args.workspaceId) : null });
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      return resolveArrayConnection({ args: { first, after: args.after ?? undefined } }, rows);
-    },
+    resolve: (_root, args, ctx) =>
+      keysetConnection(args, newestFirstKeyOf, async ({ first, after }) => {
+        const workspaceId = args.workspaceId ? String(args.workspaceId) : null;
+        const page = await inboxRequests(ctx, { workspaceId }, { first, after: after === null ? null : parseNewestFirstKey(after) });
+        return { nodes: page.rows, hasNextPage: page.hasNextPage, lastScanned: page.lastScanned && newestFirstKeyOf(page.lastScanned) };
+      }),
   }),
   decidedApprovalRequests: t.withAuth(SIGNED_IN).field({
     type: [ApprovalRequestRef],
@@ -364,7 +369,7 @@ builder.queryFields((t) => ({
   }),
   approvalRequests: t.withAuth(SIGNED_IN).field({
     type: ApprovalRequestConnection,
-    description: "A workspace's requests, newest first; needs (approval_request, read) on the workspace.",
+    description: "A workspace's requests, newest first, by keyset cursors (first: default 50, at most 100); needs (approval_request, read) on the workspace.",
     args: {
       workspaceId: t.arg.id({ required: true }),
       statuses: t.arg({ type: [ApprovalRequestStatusEnum] }),
@@ -374,26 +379,18 @@ builder.queryFields((t) => ({
     resolve: async (_root, args, ctx) => {
       const workspace = await workspaceInViewerOrg(ctx.db, ctx.authz, String(args.workspaceId));
       await ctx.authz.require(workspaceFamilyTarget(workspace, "approval_request", "read"));
-      const first = Math.min(Math.max(args.first ?? 50, 1), 100);
-      const offset = args.after ? Number(Buffer.from(args.after, "base64url").toString("utf8").replace(/^o:/, "")) + 1 : 0;
-      const rows = await ctx.db.prisma.approvalRequest.findMany({
-        where: { workspaceId: workspace.id, ...(args.statuses?.length ? { status: { in: args.statuses } } : {}) },
-        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
-        skip: Number.isFinite(offset) && offset > 0 ? offset : 0,
-        take: first + 1,
+      return keysetConnection(args, newestFirstKeyOf, async ({ first, after }) => {
+        const rows = await ctx.db.prisma.approvalRequest.findMany({
+          where: {
+            workspaceId: workspace.id,
+            ...(args.statuses?.length ? { status: { in: args.statuses } } : {}),
+            ...afterNewestFirst(after === null ? null : parseNewestFirstKey(after)),
+          },
+          orderBy: NEWEST_FIRST,
+          take: first + 1,
+        });
+        return { nodes: rows.slice(0, first), hasNextPage: rows.length > first };
       });
-      const page = rows.slice(0, first);
-      const base = Number.isFinite(offset) && offset > 0 ? offset : 0;
-      const cursor = (i: number) => Buffer.from(`o:${base + i}`, "utf8").toString("base64url");
-      return {
-        edges: page.map((node, i) => ({ cursor: cursor(i), node })),
-        pageInfo: {
-          hasNextPage: rows.length > first,
-          hasPreviousPage: base > 0,
-          startCursor: page.length ? cursor(0) : null,
-          endCursor: page.length ? cursor(page.length - 1) : null,
-        },
-      };
     },
   }),
 }));
@@ -440,7 +437,7 @@ builder.subscriptionFields((t) => ({
       const events = mergeEvents(ctx, ["approval:changed", "authz:changed"]);
       try {
         if (workspaceId) await workspaceInViewerOrg(ctx.db, ctx.authz, workspaceId);
-        const first = await inboxRequests(ctx, { workspaceId });
+        const { rows: first } = await inboxRequests(ctx, { workspaceId });
         return inboxStream(ctx, workspaceId, first, events);
       } catch (error) {
         await events.return();
@@ -480,7 +477,7 @@ async function* inboxStream(ctx: SignedInContext, workspaceId: string | null, fi
       if (event.payload.orgId !== ctx.viewer.orgId) continue;
       if (event.topic === "approval:changed" && workspaceId && event.payload.workspaceId !== workspaceId) continue;
       refreshForEvent(ctx);
-      const next = await inboxRequests(ctx, { workspaceId });
+      const { rows: next } = await inboxRequests(ctx, { workspaceId });
       const before = new Map(current.map((r) => [r.id, r.revision]));
       const after = new Map(next.map((r) => [r.id, r.revision]));
       const addedIds = next.filter((r) => !before.has(r.id)).map((r) => r.id);

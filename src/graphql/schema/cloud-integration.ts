@@ -5,7 +5,7 @@ import { COMMON_ERRORS } from "./errors.js";
 import { clean } from "./input.js";
 import { notFoundAsNull, SIGNED_IN } from "../helpers.js";
 import { rowQuery } from "./row-query.js";
-import { keysetConnection } from "../keyset.js";
+import { byName, keysetConnection } from "../keyset.js";
 import {
   CLOUD_INTEGRATION_RULE_INPUTS,
   cloudIntegrationTarget,
@@ -67,7 +67,7 @@ builder.queryFields((t) => ({
     description: "The cloud integrations the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
-      keysetConnection(args, "name", async (request) => {
+      keysetConnection(args, byName, async (request) => {
         const page = await listCloudIntegrations(ctx.db, ctx.authz, request);
         return { nodes: page.rows, hasNextPage: page.hasNextPage };
       }),

@@ -4,7 +4,7 @@
 import { builder, readable } from "../builder.js";
 import { inOrder, rowQuery } from "./row-query.js";
 import { type Context, signedIn } from "../context.js";
-import { keysetConnection } from "../keyset.js";
+import { byName, keysetConnection } from "../keyset.js";
 import { ChangeActionEnum } from "./gate.js";
 import { UserRef } from "./organization.js";
 import { WorkspaceRef, WORKSPACE_RULE_INPUTS } from "./workspace.js";
@@ -151,7 +151,7 @@ builder.queryFields((t) => ({
     description: "The policies the caller may read, by name, filtered in SQL by (resource_policy, read).",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
-      keysetConnection(args, "name", async (request) => {
+      keysetConnection(args, byName, async (request) => {
         const page = await listResourcePolicyIds(ctx.db, ctx.authz, request);
         const rows = page.rows.length
           ? await ctx.db.prisma.resourcePolicy.findMany({ where: { id: { in: page.rows.map((r) => r.id) } } })

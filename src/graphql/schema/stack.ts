@@ -12,7 +12,7 @@ import {
 import { stackTarget } from "../../authz/targets.js";
 import { parseInput } from "../../services/parse.js";
 import { setProtectedLabelKeys, setStackOutputs, StackOutputsInput } from "../../services/labels.js";
-import { keysetConnection } from "../keyset.js";
+import { byName, keysetConnection } from "../keyset.js";
 
 interface StackOutput {
   name: string;
@@ -80,7 +80,7 @@ builder.queryFields((t) => ({
     description: "The stacks the caller may read, ordered by name, filtered in SQL by the caller's grants.",
     args: { first: t.arg.int({ defaultValue: 50 }), after: t.arg.string() },
     resolve: (_root, args, ctx) =>
-      keysetConnection(args, "name", async (request) => {
+      keysetConnection(args, byName, async (request) => {
         const page = await listStacks(ctx.db, ctx.authz, request);
         return { nodes: page.rows, hasNextPage: page.hasNextPage };
       }),

@@ -13,7 +13,7 @@ import { type Context, signedIn } from "../context.js";
 import { perRequest } from "../request-loaders.js";
 import { ERRORS, deps, loadUser, notFoundAsNull, preloadUsers, SIGNED_IN } from "../helpers.js";
 import { RoleRef } from "./access.js";
-import { keysetConnection } from "../keyset.js";
+import { byName, keysetConnection } from "../keyset.js";
 import type { Role, Workspace } from "../../generated/prisma/client.js";
 import {
   archiveWorkspace,
@@ -191,7 +191,7 @@ builder.queryFields((t) => ({
       includeArchived: t.arg.boolean({ defaultValue: false }),
     },
     resolve: (_root, args, ctx, info) =>
-      keysetConnection(args, "name", async (request) => {
+      keysetConnection(args, byName, async (request) => {
         const page = await listWorkspaceIds(ctx.db, ctx.authz, {
           ...request,
           stackId: args.stackId ? String(args.stackId) : null,

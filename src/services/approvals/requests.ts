@@ -11,6 +11,7 @@ import { currentQuorum, resolvedSnapshots } from "./quorum.js";
 import { inTransaction } from "./sql.js";
 import { currentTraceparent } from "../../infra/tracing.js";
 import { workspaceFamilyTarget } from "../../authz/targets.js";
+import { afterNewestFirst, NEWEST_FIRST, type NewestFirstKey } from "../paging.js";
 import { enqueueApprovalRequestEvent } from "../webhooks.js";
 
 /**
@@ -54,15 +55,21 @@ export async function viewerMayDecide(authz: SignedInAuthz, request: { status: s
   return reviewerEligibility(snapshot ?? (request.matchedRules as RuleSnapshot), { userId: authz.viewer.userId, roleIds: principal.roleIds }).eligible;
 }
 
-/** How many pending requests the inbox considers; older ones past this bound are left out. */
+/** How many pending requests one read of the inbox scans; a page that stops there says where to go on. */
 export const INBOX_SCAN_LIMIT = 1000;
 
 /**
  * The requests the viewer may decide now: pending, unexpired, in a workspace where they hold
  * (approval_request, decide), with an eligible allow rule and no matching deny, not yet voted
- * on by them. Newest first.
+ * on by them. Newest first, from after `page.after`: at most `page.first` of them (all that one
+ * scan finds when not given). A scan that reaches INBOX_SCAN_LIMIT rows short of a full page has
+ * a next page, which starts after `lastScanned`, so a long inbox is paged through, never cut.
  */
-export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter: { workspaceId?: string | null } = {}) {
+export async function inboxRequests(
+  { db, authz }: Omit<Deps, "events">,
+  filter: { workspaceId?: string | null } = {},
+  page: { after?: NewestFirstKey | null; first?: number } = {},
+) {
   const principal = await authz.requireMember();
   const viewer = authz.viewer;
   const rows = await db.prisma.approvalRequest.findMany({
@@ -72,14 +79,16 @@ export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter:
       expiresAt: { gt: new Date() },
       votes: { none: { userId: viewer.userId } },
       ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
+      ...afterNewestFirst(page.after ?? null),
     },
     include: requestInclude,
-    orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+    orderBy: NEWEST_FIRST,
     take: INBOX_SCAN_LIMIT,
   });
   const mayDecideIn = new Map<string, boolean>();
   const result: typeof rows = [];
   const snapshots = await resolvedSnapshots(db.sql, viewer.orgId, rows.map((row) => row.matchedRules as unknown as RuleSnapshot));
+  const wanted = page.first ?? Infinity;
   for (const [index, row] of rows.entries()) {
     let allowed = mayDecideIn.get(row.workspaceId);
     if (allowed === undefined) {
@@ -87,9 +96,12 @@ export async function inboxRequests({ db, authz }: Omit<Deps, "events">, filter:
       mayDecideIn.set(row.workspaceId, allowed);
     }
     if (!allowed) continue;
-    if (reviewerEligibility(snapshots[index]!, { userId: viewer.userId, roleIds: principal.roleIds }).eligible) result.push(row);
+    if (!reviewerEligibility(snapshots[index]!, { userId: viewer.userId, roleIds: principal.roleIds }).eligible) continue;
+    result.push(row);
+    if (result.length > wanted) return { rows: result.slice(0, wanted), hasNextPage: true, lastScanned: null };
   }
-  return result;
+  const scanEnded = rows.length === INBOX_SCAN_LIMIT;
+  return { rows: result, hasNextPage: scanEnded, lastScanned: scanEnded ? rows.at(-1)! : null };
 }
 
 /** How many decided requests one page of decidedApprovalRequests returns at most. */
