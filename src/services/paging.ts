@@ -22,9 +22,14 @@ export function parseNewestFirstKey(key: string, field = "after"): NewestFirstKe
   return { createdAt, id };
 }
 
-/** Prisma's filter for the rows after `after` in newest-first order (every row when null). */
+/**
+ * Prisma's filter for the rows after `after` in newest-first order (every row when null). The
+ * redundant bound on createdAt lets an index on (…, createdAt DESC, id) start at the cursor
+ * instead of filtering every newer row on the way to it.
+ */
 export function afterNewestFirst(after: NewestFirstKey | null) {
-  return after ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { gt: after.id } }] } : {};
+  if (!after) return {};
+  return { createdAt: { lte: after.createdAt }, OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { gt: after.id } }] };
 }
 
 /** Newest-first order for Prisma: the order afterNewestFirst continues. */
