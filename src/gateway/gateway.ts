@@ -36,12 +36,14 @@ export {
   resumeBodySchema,
   type ApprovalStatusBody,
   type ApprovalStatusOutcome,
+  type AnswerRelay,
   type ApprovalStreamWriter,
   type Gateway,
   type GatewayLogger,
   type GatewayOptions,
   type GatewayResponse,
   type ListedTool,
+  type RelayedAnswer,
   type ResumeBody,
   type ResumeOutcome,
   type ToolCallInput,
@@ -64,5 +66,6 @@ export function createGateway(options: GatewayOptions): Gateway {
     approvalStatus: (input) => approvalStatus(deps, input),
     tasks: options.tasks ? createTasks(deps, options.tasks) : null,
     streamKey: deps.streamKey,
+    answers: options.answers ?? null,
   };
 }

@@ -19,7 +19,7 @@ import {
   type ListTasksResult,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway, type RpcAnswer } from "./gateway.js";
+import { type AnswerRelay, APPROVAL_ID_HEADER, APPROVAL_TOKEN_HEADER, GATEWAY_JSONRPC, IDEMPOTENCY_KEY_HEADER, type Gateway, type RpcAnswer } from "./gateway.js";
 import { TASKS_CAPABILITY } from "./tasks.js";
 import { capabilitySignature, type CallChannel, type RelayCapabilities, type RelayMessage } from "./upstream.js";
 
@@ -76,6 +76,7 @@ export type McpHandlerOptions = {
 };
 
 export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = {}): McpHandler {
+  const waiting = new Waiting(gateway.answers);
   const serverInfo = options.serverInfo ?? { name: "countersign-gateway", version: "1.0.0" };
   const instructions =
     options.instructions ??
@@ -116,7 +117,7 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
       };
       // The answer is JSON until the upstream sends something to relay (progress, a question for
       // the client), then an SSE stream ending with the result. A task answers at once: nothing to relay.
-      const stream = new CallStream(res, authorization, declared, progressTokenOf(body.params));
+      const stream = new CallStream(res, waiting, authorization, declared, progressTokenOf(body.params));
       const rpc: { result?: unknown; error?: unknown } =
         gateway.tasks && wantsTask(body.params) ? await gateway.tasks.callTool(call) : ((await gateway.handleToolCall({ ...call, relay: stream.channel })).body as { result?: unknown; error?: unknown });
       stream.finish(rpc.error ? { jsonrpc: "2.0", id: body.id, error: rpc.error } : { jsonrpc: "2.0", id: body.id, result: rpc.result });
@@ -157,7 +158,7 @@ export function createMcpHandler(gateway: Gateway, options: McpHandlerOptions = 
     // one made with the same key), and accepted like any response (202).
     if (messages.length > 0 && messages.every(isResponse) && transportRefusal(req) === null) {
       const owner = ownerOf(authorization);
-      for (const m of messages as JsonRpcResponse[]) answered(owner, m);
+      for (const m of messages as JsonRpcResponse[]) waiting.answer(owner, m);
       res.writeHead(202).end();
       return;
     }
@@ -339,16 +340,53 @@ function taskAnswer(answer: RpcAnswer): Record<string, unknown> {
 
 type JsonRpcResponse = { jsonrpc: "2.0"; id: string | number; result?: unknown; error?: { code: number; message: string; data?: unknown } };
 
-/** Requests relayed to clients that wait for their answer, by the id the gateway gave them. */
-const waiting = new Map<string, { owner: string; resolve(result: Record<string, unknown>): void; reject(error: Error): void }>();
+type Pending = { owner: string; resolve(result: Record<string, unknown>): void; reject(error: Error): void };
 
-function answered(owner: string, m: JsonRpcResponse): void {
-  const pending = typeof m.id === "string" ? waiting.get(m.id) : undefined;
-  // Another key's answer (or one to nothing) changes nothing: it is accepted and dropped.
-  if (!pending || pending.owner !== owner) return;
-  waiting.delete(m.id as string);
-  if (m.error) pending.reject(new McpError(typeof m.error.code === "number" ? m.error.code : ErrorCode.InternalError, String(m.error.message ?? "error"), m.error.data));
-  else pending.resolve(isObject(m.result) ? m.result : {});
+/** The ids the gateway gives the requests it relays to clients. */
+const RELAYED_ID = /^countersign-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Requests relayed to clients that wait for their answer, by the id the gateway gave them (one
+ * registry per handler). A client's answer settles the request it names when this process's
+ * call asked it and the answer comes with the call's own key; an answer to an id no call here
+ * waits for goes to the relay (GatewayOptions.answers), and every process settles what it holds
+ * from the relay by the same rule. Another key's answer, or one to nothing, changes nothing.
+ */
+class Waiting {
+  private readonly pending = new Map<string, Pending>();
+
+  constructor(private readonly relay: AnswerRelay | null) {
+    relay?.subscribe(({ owner, message }) => {
+      if (typeof owner === "string" && isResponse(message)) this.settle(owner, message);
+    });
+  }
+
+  add(id: string, pending: Pending): void {
+    this.pending.set(id, pending);
+  }
+
+  take(id: string): Pending | undefined {
+    const pending = this.pending.get(id);
+    this.pending.delete(id);
+    return pending;
+  }
+
+  /** An answer POSTed to this process. */
+  answer(owner: string, m: JsonRpcResponse): void {
+    if (this.settle(owner, m) || !this.relay || typeof m.id !== "string" || !RELAYED_ID.test(m.id)) return;
+    this.relay.publish({ owner, message: m });
+  }
+
+  /** Whether a call here asked `m.id` (then it is settled, or dropped when another key answers). */
+  private settle(owner: string, m: JsonRpcResponse): boolean {
+    const pending = typeof m.id === "string" ? this.pending.get(m.id) : undefined;
+    if (!pending) return false;
+    if (pending.owner !== owner) return true;
+    this.pending.delete(m.id as string);
+    if (m.error) pending.reject(new McpError(typeof m.error.code === "number" ? m.error.code : ErrorCode.InternalError, String(m.error.message ?? "error"), m.error.data));
+    else pending.resolve(isObject(m.result) ? m.result : {});
+    return true;
+  }
 }
 
 /**
@@ -364,6 +402,7 @@ class CallStream {
 
   constructor(
     private readonly res: ServerResponse,
+    private readonly waiting: Waiting,
     /** The call's Authorization: its digest is who may answer (computed only when something is asked). */
     private readonly authorization: string | undefined,
     capabilities: RelayCapabilities,
@@ -372,8 +411,7 @@ class CallStream {
     res.on("close", () => {
       this.closed = true;
       for (const id of this.mine) {
-        const pending = waiting.get(id);
-        waiting.delete(id);
+        const pending = this.waiting.take(id);
         pending?.reject(new McpError(ErrorCode.InternalError, "the client's stream closed before it answered"));
       }
       this.mine.clear();
@@ -401,7 +439,7 @@ class CallStream {
       if (signal.aborted) return reject(new McpError(ErrorCode.InternalError, "the call ended before the client was asked"));
       const id = `countersign-${randomUUID()}`;
       const done = () => {
-        waiting.delete(id);
+        this.waiting.take(id);
         this.mine.delete(id);
         signal.removeEventListener("abort", onAbort);
       };
@@ -409,7 +447,7 @@ class CallStream {
         done();
         reject(new McpError(ErrorCode.InternalError, "the client did not answer in time"));
       };
-      waiting.set(id, {
+      this.waiting.add(id, {
         owner: ownerOf(this.authorization),
         resolve: (result) => (done(), resolve(result)),
         reject: (error) => (done(), reject(error)),

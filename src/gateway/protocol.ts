@@ -57,6 +57,22 @@ export type GatewayOptions = {
    * waiting `tasks/result`. Without it the gateway advertises no tasks capability.
    */
   tasks?: TaskOptions | undefined;
+  /**
+   * Where a client's answer to a relayed request (elicitation, sampling, roots) reaches the
+   * process whose call asked, when it was POSTed to another (a fleet behind a balancer that does
+   * not route by mcp-session-id). Without it, an answer reaches only this process's calls.
+   */
+  answers?: AnswerRelay | null | undefined;
+};
+
+/** A client's answer as it crosses processes: whose it is (a digest of the call's Authorization) and the JSON-RPC response. */
+export type RelayedAnswer = { owner: string; message: unknown };
+
+export type AnswerRelay = {
+  /** Fire and forget: an answer the relay cannot carry is lost, and the call that asked ends when its wait does. */
+  publish(answer: RelayedAnswer): void;
+  /** Every answer published by any process (this one's included); returns an unsubscribe. */
+  subscribe(listener: (answer: RelayedAnswer) => void): () => void;
 };
 
 export type ToolCallInput = {
@@ -184,6 +200,8 @@ export type Gateway = {
    */
   readonly tasks: GatewayTasks | null;
   readonly streamKey: string;
+  /** The answer relay (GatewayOptions.answers), null when this process's calls take only its own answers. */
+  readonly answers: AnswerRelay | null;
 };
 
 export type GatewayTasks = {

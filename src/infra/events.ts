@@ -15,6 +15,12 @@ export interface Topics {
   "auth:token_revoked": { orgId: string; tokenId: string };
   /** A held tool call's request changed state or got a vote. */
   "approval:changed": { orgId: string; workspaceId: string; requestId: string; reason: string };
+  /**
+   * An agent's answer to a request the gateway relayed during a call (elicitation, sampling,
+   * roots), POSTed to a process other than the one whose call asked: the one topic that carries
+   * a message rather than ids, since only the asking process can use it (src/workers/answer-relay.ts).
+   */
+  "gateway:answer": { owner: string; message: unknown };
 }
 
 export type TopicName = keyof Topics;

@@ -5,6 +5,7 @@ import { createPostgresGatewayStore } from "../gateway/postgres-store.js";
 import { createPostgresTaskStore } from "../gateway/postgres-tasks.js";
 import { reviewProgress } from "../services/approvals/review-progress.js";
 import { withdrawApprovalRequest } from "../services/approvals/withdraw.js";
+import { answerRelay } from "./answer-relay.js";
 import { approvalWake } from "./approval-wake.js";
 import { createUpstreamFetch, createUpstreamPool, type UpstreamPool } from "../gateway/upstream.js";
 import { createDemoUpstream } from "../gateway/demo-upstream.js";
@@ -71,6 +72,8 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
   let http: GatewayHttpHandler | null = null;
   let upstreams: UpstreamPool | null = null;
   const wake = approvalWake(events, logger);
+  // Several API processes on Redis: an agent's answer to a relayed request may reach any of them.
+  const answers = events.kind === "redis" ? answerRelay(events, logger) : null;
   if (config.gatewayEmbedded) {
     if (!config.approvalSecret || !config.gatewayServiceToken) {
       logger.warn("COUNTERSIGN_GATEWAY_EMBEDDED=on needs COUNTERSIGN_APPROVAL_SECRET and COUNTERSIGN_GATEWAY_SERVICE_TOKEN; the gateway is not mounted");
@@ -93,6 +96,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
         upstreams,
         // Held calls as MCP tasks: their state is the held record and the approval request.
         tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id) => reviewProgress(db.sql, id), withdraw: (id) => withdrawApprovalRequest(db, events, id), wake },
+        answers,
       });
       http = createGatewayHttpHandler(gateway, { toolsPath: EMBEDDED_TOOLS_PATH, approvalsPath: EMBEDDED_APPROVALS_PATH });
     }
@@ -147,7 +151,7 @@ export function createApprovalsRuntime(deps: { config: Config; db: Database; eve
       delivery?.start();
     },
     async close() {
-      await Promise.all([ingest?.stop(), delivery?.stop(), upstreams?.close(), wake.close()]);
+      await Promise.all([ingest?.stop(), delivery?.stop(), upstreams?.close(), wake.close(), answers?.close()]);
       redis?.disconnect();
     },
   };

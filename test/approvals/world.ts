@@ -110,7 +110,7 @@ export async function createWorld(
 
   // Held calls as MCP tasks, as Countersign wires them (src/workers/runtime.ts), when asked for.
   const wake = approvalWake(t.events);
-  const gatewayOptions = (tasks: Partial<TaskOptions> = {}): GatewayOptions => ({
+  const gatewayOptions = (tasks: Partial<TaskOptions> = {}, extra: Partial<GatewayOptions> = {}): GatewayOptions => ({
     store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
@@ -121,11 +121,12 @@ export async function createWorld(
     upstreams,
     ...(options.tasks ? { tasks: { store: createPostgresTaskStore(db.sql), reviewProgress: (id: string) => reviewProgress(db.sql, id), withdraw: (id: string) => withdrawApprovalRequest(db, t.events, id), wake, ...options.tasks, ...tasks } } : {}),
     ...options.gateway,
+    ...extra,
   });
 
   /** A gateway instance (the library on an HTTP server of its own) on the world's database, stream and upstream. */
-  async function serveGateway(tasks: Partial<TaskOptions> = {}, port = 0) {
-    const instance = createGateway(gatewayOptions(tasks));
+  async function serveGateway(tasks: Partial<TaskOptions> = {}, port = 0, extra: Partial<GatewayOptions> = {}) {
+    const instance = createGateway(gatewayOptions(tasks, extra));
     const handler = createGatewayHttpHandler(instance);
     const server: Server = createServer((req, res) => {
       void handler(req, res).then((handled) => {

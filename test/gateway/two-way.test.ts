@@ -8,6 +8,10 @@ import { capabilitiesOfSession, sessionIdFor } from "../../src/gateway/mcp.js";
 import { capabilitySignature, createUpstreamPool, type RelayCapabilities } from "../../src/gateway/upstream.js";
 import { APPROVAL_SECRET, createWorld, vote, type World } from "../approvals/world.js";
 import { startTalkingUpstream, type TalkingUpstream } from "../helpers/mcp-upstream.js";
+import { TEST_REDIS_URL } from "../helpers/env.js";
+import { createEventBus, type EventBus } from "../../src/infra/events.js";
+import { answerRelay } from "../../src/workers/answer-relay.js";
+import { randomUUID } from "node:crypto";
 
 // The two-way call: an upstream that talks during a tools/call (progress, log messages, ping,
 // elicitation, sampling, roots — the SDK's McpServer, answering on the call's SSE stream) through
@@ -247,5 +251,79 @@ describe("an approved held call whose upstream talks, executed with no client at
     const execution = await w.db.prisma.gatewayExecution.findFirstOrThrow({ where: { approvalId } });
     expect(execution.state).toBe("Executed");
     expect(textOf(execution.result as { content: unknown })).toMatchObject({ deployed: true, question: { error: { code: ErrorCode.MethodNotFound } } });
+  });
+});
+
+describe("two processes behind a balancer that does not route by session: an answer POSTed to the other one", () => {
+  // Each gateway is a process of its own as far as answers go: its own registry of waiting
+  // requests (one per MCP handler) and its own event bus on the shared Redis, as two API nodes
+  // have. The agent's calls go to the first; its answers (a POST of a JSON-RPC response) to the second.
+  type Node = Awaited<ReturnType<World["serveGateway"]>> & { bus: EventBus; relay: ReturnType<typeof answerRelay> };
+  const nodes: Node[] = [];
+  const channelPrefix = `two-way-${randomUUID()}`;
+  async function node(): Promise<Node> {
+    const bus = createEventBus({ redisUrl: TEST_REDIS_URL, channelPrefix });
+    const relay = answerRelay(bus);
+    const served = await w.serveGateway({}, 0, { answers: relay });
+    const n = { ...served, bus, relay };
+    nodes.push(n);
+    return n;
+  }
+  afterAll(async () => {
+    for (const n of nodes) {
+      await n.close();
+      await n.relay.close();
+      await n.bus.close();
+    }
+  });
+
+  const isAnswer = (body: unknown) => typeof body === "string" && !("method" in (JSON.parse(body) as object));
+
+  it("the SDK client's elicitation answer reaches the upstream through the process that asked", async () => {
+    const [asking, other] = [await node(), await node()];
+    let relayed = 0;
+    const client = new Client({ name: "fleet-agent", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: { branch: "fleet" } }));
+    const transport = new StreamableHTTPClientTransport(new URL(`${asking.url}/v1/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${w.keyPlaintext}` } },
+      fetch: (url, init) => {
+        if (init?.method === "POST" && isAnswer(init.body)) return (relayed++, fetch(`${other.url}/v1/mcp`, init));
+        return fetch(url, init);
+      },
+    });
+    await client.connect(transport);
+    clients.push(client);
+    expect(textOf(await client.callTool({ name: `${conn}.elicit`, arguments: {} }))).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "fleet" } } });
+    expect(relayed).toBe(1);
+  });
+
+  it("another key's answer crosses too and is not taken there: the call still waits for its own client's", async () => {
+    const [asking, other] = [await node(), await node()];
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${w.keyPlaintext}`, "mcp-session-id": sessionIdFor({ elicitation: { form: {} } }) };
+    const call = await fetch(`${asking.url}/v1/mcp`, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${conn}.elicit`, arguments: {} } }) });
+    const reader = call.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    while (!buffered.includes("\n\n")) {
+      const chunk = await reader.read();
+      if (chunk.done) throw new Error(`the call ended without asking: ${buffered}`);
+      buffered += chunk.value;
+    }
+    const asked = JSON.parse(buffered.split("\n").find((l) => l.startsWith("data: "))!.slice(6)) as { id: string };
+    const answer = (content: Record<string, unknown>, authorization: string) =>
+      fetch(`${other.url}/v1/mcp`, { method: "POST", headers: { ...headers, authorization }, body: JSON.stringify({ jsonrpc: "2.0", id: asked.id, result: { action: "accept", content } }) });
+    const otherKey = generateVirtualKey();
+    await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "fleet-other-agent", keyHash: hashVirtualKey(otherKey), prefix: virtualKeyPrefix(otherKey), createdById: w.org.adminId } });
+    expect((await answer({ branch: "evil" }, `Bearer ${otherKey}`)).status).toBe(202);
+    // Give the wrong answer time to cross before the right one follows it.
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await answer({ branch: "release" }, `Bearer ${w.keyPlaintext}`)).status).toBe(202);
+    let rest = buffered;
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      rest += chunk.value;
+    }
+    const last = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1)!.slice(6)) as { result: { content: { text: string }[] } };
+    expect(JSON.parse(last.result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "release" } } });
   });
 });

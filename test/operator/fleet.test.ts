@@ -26,7 +26,10 @@ import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../../src/
 import { TEST_DATABASE_URL } from "../helpers/env.js";
 import { addMember, createOrg } from "../helpers/fixtures.js";
 import { newSchemaName } from "../helpers/harness.js";
-import { startUpstream, type Upstream } from "../helpers/mcp-upstream.js";
+import { startTalkingUpstream, startUpstream, type TalkingUpstream, type Upstream } from "../helpers/mcp-upstream.js";
+import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 // @ts-expect-error: a plain ES module script without types
 import { currentBundle } from "../../scripts/bundle.mjs";
 import { freePort, sleep, startRedis, until, type PrivateRedis } from "../faults/harness.js";
@@ -156,6 +159,8 @@ async function haproxyStats(port: number): Promise<Array<Record<string, string>>
 
 let redis: PrivateRedis;
 let upstream: Upstream;
+/** An upstream that asks the agent during a call (elicitation): the agent's answer is a POST of its own. */
+let talking: TalkingUpstream;
 let w: FaultWorld;
 const schema = newSchemaName();
 let lb: string;
@@ -178,7 +183,7 @@ const allUp = () =>
 beforeAll(async () => {
   // The server's bundle, built once here: the API nodes (scripts/start.mjs) then load it instead
   // of each building it at once on a cold cache, and every restart below loads the same file.
-  [redis, upstream] = await Promise.all([startRedis(), startUpstream(), currentBundle()]);
+  [redis, upstream, talking] = await Promise.all([startRedis(), startUpstream(), startTalkingUpstream(), currentBundle()]);
   const tracing = await startTraceReceiver(upstream.url);
   const [lbPort, stats, api1, api2] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   lb = `http://127.0.0.1:${lbPort}`;
@@ -235,6 +240,7 @@ beforeAll(async () => {
   // The workspace's connection runs its tools on the real upstream MCP server (through the
   // recording hop when traces are collected).
   await w.db.prisma.connection.updateMany({ where: { workspaceId: w.workspaceId }, data: { url: tracing.upstreamUrl } });
+  await w.db.prisma.connection.create({ data: { orgId: w.orgId, workspaceId: w.workspaceId, name: "talk", provider: "github", url: talking.url } });
   await allUp();
 }, 120_000);
 
@@ -243,6 +249,7 @@ afterAll(async () => {
   for (const c of clients) await c.dispose();
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   await upstream?.close();
+  await talking?.close();
   await receiver?.close();
   await redis?.stop();
   await w?.db.sql.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
@@ -349,6 +356,30 @@ describe("a fleet behind HAProxy (deploy/haproxy.cfg)", () => {
     expect(burst.ok + burst.limited).toBe(2 * BURST);
     expect(burst.ok).toBeLessThanOrEqual(BURST + Math.ceil(RPS * burst.seconds));
     expect(burst.limited).toBeGreaterThan(0);
+  });
+
+  it("an agent's answers to its upstream's questions reach the node whose call asked, whichever node HAProxy sends them to", async () => {
+    const key = generateVirtualKey();
+    await w.db.prisma.virtualKey.create({
+      data: { orgId: w.orgId, workspaceId: w.workspaceId, name: "asked", keyHash: hashVirtualKey(key), prefix: virtualKeyPrefix(key), createdById: w.adminId },
+    });
+    const agent = new McpClient({ name: "fleet-agent", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } } });
+    let asked = 0;
+    agent.setRequestHandler(ElicitRequestSchema, async () => (asked++, { action: "accept", content: { branch: `b${asked}` } }));
+    await agent.connect(new StreamableHTTPClientTransport(new URL(`${lb}/gateway/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+    try {
+      // Round robin, a new connection to a node per request: a call and the answer POSTed during
+      // it go to different nodes unless another request falls between them.
+      const before = await servedByNode();
+      for (let i = 1; i <= 4; i++) {
+        const result = (await agent.callTool({ name: "talk.elicit", arguments: {} }, undefined, { timeout: 20_000 })) as { content: { text: string }[] };
+        expect(JSON.parse(result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: `b${i}` } } });
+      }
+      const after = await servedByNode();
+      expect(after.every((n, i) => n > before[i]!), "both nodes served the calls and answers").toBe(true);
+    } finally {
+      await agent.close();
+    }
   });
 
   it("a person's 2 personal organizations at once are 2 across both nodes", async () => {

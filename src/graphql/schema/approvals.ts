@@ -448,7 +448,7 @@ builder.subscriptionFields((t) => ({
   }),
 }));
 
-type Merged = ReturnType<typeof mergeEvents>;
+type Merged = ReturnType<typeof mergeEvents<"approval:changed" | "authz:changed">>;
 
 async function* requestStatusStream(ctx: SignedInContext, requestId: string, first: ApprovalRequest, events: Merged): AsyncGenerator<ApprovalRequest> {
   try {
