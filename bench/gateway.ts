@@ -8,6 +8,11 @@
 // call is for, read in the direct blocks). The CPU of every process through the gateway beside
 // direct, and the upstream's own through the gateway beside direct, are rows without a target:
 // they say where a change in the whole went. Real PostgreSQL (a throwaway bench_ schema), real HTTP.
+//
+// Then the agent's status read (GET /v1/approvals/<id>, what an agent waiting for reviewers
+// polls) on a held call, beside a bare node:http handler issuing the same three statements (the
+// key, then the held record and the approval request at once) over the same driver: target at
+// p50 at most 1.5× the bare handler, alternating in blocks as above.
 
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
@@ -19,7 +24,10 @@ import { createCedarGate, DEFAULT_GATEWAY_POLICIES } from "../src/gateway/cedar-
 import { createGateway } from "../src/gateway/gateway.js";
 import { createGatewayHttpHandler } from "../src/gateway/http.js";
 import { generateVirtualKey, hashVirtualKey, virtualKeyPrefix } from "../src/gateway/keys.js";
-import { createPostgresGatewayStore } from "../src/gateway/postgres-store.js";
+import { createPostgresGatewayStore, FIND_HELD_SQL, FIND_KEY_SQL, FIND_OUTCOME_SQL } from "../src/gateway/postgres-store.js";
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import type { Database } from "../src/infra/db.js";
 import { createUpstreamPool } from "../src/gateway/upstream.js";
 import { reconcileSystemRoles } from "../src/services/system-roles.js";
 import { log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
@@ -32,6 +40,8 @@ const CPU_RATIO = 1.3;
 /** Calls per block: direct and gateway blocks alternate (which goes first alternates too). */
 const BLOCK = 20;
 const SECRET = "bench-approval-secret-0123456789abcdef";
+const STATUS_READS = Number(process.env.BENCH_GATEWAY_STATUS_READS ?? 2_000);
+const STATUS_RATIO = 1.5;
 
 type UpstreamChild = { url: string; cpuMicros(): Promise<number>; close(): void };
 
@@ -89,6 +99,23 @@ export async function run(): Promise<BenchRow[]> {
       upstreams,
     });
     const handler = createGatewayHttpHandler(gateway);
+    // A held call of the key's (as the gateway writes it on a hold), for the status read.
+    const connection = await db.prisma.connection.findFirstOrThrow({ where: { workspaceId: workspace.id } });
+    const approvalId = `apr_${randomUUID()}`;
+    await db.prisma.gatewayInvocation.create({
+      data: {
+        approvalId,
+        workspaceId: workspace.id,
+        virtualKeyId: (await db.prisma.virtualKey.findFirstOrThrow({ where: { workspaceId: workspace.id } })).id,
+        connectionId: connection.id,
+        tool: "files.delete_file",
+        invocationId: randomUUID(),
+        argumentHash: "0".repeat(64),
+        idempotencyKey: randomUUID(),
+        state: "AwaitingApproval",
+        expiresAt: new Date(Date.now() + 3_600_000),
+      },
+    });
     const gwServer = createServer((req, res) => void handler(req, res));
     await new Promise<void>((resolve) => gwServer.listen(0, "127.0.0.1", resolve));
     const gatewayUrl = `http://127.0.0.1:${(gwServer.address() as { port: number }).port}/v1/mcp`;
@@ -150,7 +177,9 @@ export async function run(): Promise<BenchRow[]> {
           `through the gateway ${perCall.through.toFixed(2)} ms (the gateway's own ${perCall.gateway.toFixed(2)}, upstream ${(cpu.upstream.g / n.g).toFixed(2)})`,
       );
       log(`tools/call over ${n.g} calls: direct p50 ${dp50.toFixed(2)} ms p99 ${dp99.toFixed(2)} ms; through the gateway p50 ${gp50.toFixed(2)} ms p99 ${gp99.toFixed(2)} ms`);
+      const status = await statusReads(db, `${gatewayUrl.replace(/\/mcp$/, "")}/approvals/${approvalId}`, key);
       return [
+        ...status,
         row("allowed tools/call through the gateway, p50", gp50, "ms", { baseline: { name: "direct to the upstream", value: dp50 } }),
         row("allowed tools/call: gateway overhead at p50 (gateway − direct)", gp50 - dp50, "ms", { max: P50_OVERHEAD_MS }),
         row("allowed tools/call: the gateway's own CPU per call", perCall.gateway, "ms", {
@@ -175,4 +204,76 @@ export async function run(): Promise<BenchRow[]> {
       upstream.close();
     }
   });
+}
+
+/**
+ * The agent's status read over HTTP (a kept-alive connection) beside a bare node:http handler that
+ * issues the same three statements and answers their rows as JSON (what a hand-written endpoint
+ * would do), in alternating blocks; the client, its connection and the process are the same.
+ */
+async function statusReads(db: Database, url: string, key: string): Promise<BenchRow[]> {
+  const keyHash = hashVirtualKey(key);
+  const approvalId = new URL(url).pathname.split("/").at(-1)!;
+  const bare = createServer((_req, res) => {
+    void (async () => {
+      const [k] = await db.sql.query(FIND_KEY_SQL, [keyHash], { prepare: true });
+      const [held, outcome] = await Promise.all([db.sql.query(FIND_HELD_SQL, [approvalId], { prepare: true }), db.sql.query(FIND_OUTCOME_SQL, [approvalId], { prepare: true })]);
+      if (!k || held.length !== 1) throw new Error("the status read's statements found no key or no held call");
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "pending", held: held[0], outcome: outcome[0] ?? null }));
+    })().catch((error: Error) => res.writeHead(500).end(error.message));
+  });
+  await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
+  const bareUrl = `http://127.0.0.1:${(bare.address() as { port: number }).port}/v1/approvals/${approvalId}`;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+  const reader = (to: string) => {
+    const target = new URL(to);
+    return () =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.get({ host: target.hostname, port: target.port, path: target.pathname, agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (body += chunk));
+          res.on("end", () => (res.statusCode === 200 && body.includes('"status":"pending"') ? resolve() : reject(new Error(`status read answered ${res.statusCode}: ${body}`))));
+        });
+        req.on("error", reject);
+      });
+  };
+  const reads = { gateway: reader(url), bare: reader(bareUrl) };
+  const samples = { gateway: [] as number[], bare: [] as number[] };
+  const cpu = { gateway: 0, bare: 0 };
+  const warmupBlocks = Math.ceil(WARMUP / BLOCK);
+  const blocks = warmupBlocks + Math.ceil(STATUS_READS / BLOCK);
+  try {
+    for (let b = 0; b < blocks; b++) {
+      const order: ("gateway" | "bare")[] = b % 2 === 0 ? ["gateway", "bare"] : ["bare", "gateway"];
+      for (const which of order) {
+        const cpuStart = process.cpuUsage();
+        for (let k = 0; k < BLOCK; k++) {
+          const start = process.hrtime.bigint();
+          await reads[which]();
+          if (b >= warmupBlocks) samples[which].push(Number(process.hrtime.bigint() - start) / 1e6);
+        }
+        const used = process.cpuUsage(cpuStart);
+        if (b >= warmupBlocks) cpu[which] += (used.user + used.system) / 1000;
+      }
+    }
+  } finally {
+    agent.destroy();
+    bare.closeAllConnections();
+    await new Promise<void>((resolve) => bare.close(() => resolve()));
+  }
+  const p50 = { gateway: quantile([...samples.gateway].sort((a, b) => a - b), 0.5), bare: quantile([...samples.bare].sort((a, b) => a - b), 0.5) };
+  const perRead = { gateway: cpu.gateway / samples.gateway.length, bare: cpu.bare / samples.bare.length };
+  log(
+    `status read over ${samples.gateway.length} reads: the gateway p50 ${p50.gateway.toFixed(3)} ms (CPU ${perRead.gateway.toFixed(3)} ms a read, agent and server), ` +
+      `a bare handler of the same statements p50 ${p50.bare.toFixed(3)} ms (CPU ${perRead.bare.toFixed(3)} ms)`,
+  );
+  return [
+    row("agent's status read (GET /v1/approvals/<id>), held call, p50", p50.gateway, "ms", {
+      baseline: { name: "a bare node:http handler of the same three statements", value: p50.bare },
+      target: `≤ ${STATUS_RATIO}× bare`,
+      pass: p50.gateway <= STATUS_RATIO * p50.bare,
+    }),
+    row("agent's status read: CPU per read (agent and server, one process)", perRead.gateway, "ms", { baseline: { name: "the bare handler", value: perRead.bare }, target: "context" }),
+  ];
 }

@@ -1,5 +1,6 @@
 import { seal, unseal } from "../domain/seal.js";
-import type { PrismaClient } from "../generated/prisma/client.js";
+import type { ApprovalRequest, GatewayInvocation, PrismaClient } from "../generated/prisma/client.js";
+import { modelRow } from "../infra/model-rows.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import type { SqlRunner } from "../infra/db.js";
 import { liveVirtualKeySql } from "../domain/liveness.js";
@@ -30,12 +31,15 @@ export type PostgresGatewayStoreOptions = {
 };
 
 export function createPostgresGatewayStore(prisma: PrismaClient, options: PostgresGatewayStoreOptions = {}): GatewayStore {
+  /** A read on the paths an agent repeats (each call, each status poll): one prepared statement, without Prisma's query compiler. */
+  const read = <Row>(text: string, params: unknown[]): Promise<Row[]> =>
+    options.sql ? options.sql.query<Row & Record<string, unknown>>(text, params, { prepare: true }) : prisma.$queryRawUnsafe<Row[]>(text, ...params);
   return {
     async findKeyByHash(keyHash) {
       // One statement: the key, its workspace (tier included) and the workspace's newest gate
       // policy version, so a policy set saved by any process is seen on the very next call. A key
       // whose organization was deleted or whose creator left reads as revoked (KEY_LIVE).
-      const [key] = await prisma.$queryRawUnsafe<KeyRow[]>(FIND_KEY_SQL, keyHash);
+      const [key] = await read<KeyRow>(FIND_KEY_SQL, [keyHash]);
       if (!key) return null;
       return {
         id: key.id,
@@ -72,7 +76,7 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
       const split = splitLogicalTool(logicalTool);
       type Row = { k: KeyJson; w: WorkspaceJson; c: ConnectionRow | null; o: boolean | null; policyVersion: number };
       const params = [keyHash, split?.name ?? "", split?.operation ?? ""];
-      const rows = options.sql ? await options.sql.query<Row>(RESOLVE_CALL_SQL, params, { prepare: true }) : await prisma.$queryRawUnsafe<Row[]>(RESOLVE_CALL_SQL, ...params);
+      const rows = await read<Row>(RESOLVE_CALL_SQL, params);
       const row = rows[0];
       if (!row) return { key: null, route: null };
       const key = toGatewayKey({ ...row.k, workspace: row.w }, row.policyVersion);
@@ -101,8 +105,8 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
     },
 
     async findHeld(approvalId) {
-      const row = await prisma.gatewayInvocation.findUnique({ where: { approvalId } });
-      return row ? toHeld(row) : null;
+      const [found] = await read<{ row: Record<string, unknown> }>(FIND_HELD_SQL, [approvalId]);
+      return found ? toHeld(modelRow<GatewayInvocation>("GatewayInvocation", found.row)) : null;
     },
 
     async findAwaiting(virtualKeyId, idempotencyKey, argumentHash, now) {
@@ -119,8 +123,9 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
     },
 
     async findApprovalOutcome(approvalId, now) {
-      const row = await prisma.approvalRequest.findUnique({ where: { id: approvalId }, include: { delivery: { select: { errorCode: true } } } });
-      if (!row) return null;
+      const [found] = await read<{ row: Record<string, unknown>; deliveryErrorCode: string | null }>(FIND_OUTCOME_SQL, [approvalId]);
+      if (!found) return null;
+      const row = modelRow<ApprovalRequest>("ApprovalRequest", found.row);
       const expired = row.expiresAt.getTime() <= now.getTime();
       let status: ApprovalStatus = row.status;
       let reason = row.closeReason;
@@ -128,7 +133,7 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
         status = "expired"; // the expiry sweep has not closed it yet: it is closed all the same
       } else if (row.status === "approved" && row.executionStatus === "failed") {
         status = "failed";
-        reason = row.delivery?.errorCode ?? "execution_failed";
+        reason = found.deliveryErrorCode ?? "execution_failed";
       } else if (row.status === "approved" && row.executionStatus !== "executed" && expired) {
         // Approved too late to run: resume and the re-issue both refuse an expired hold.
         status = "expired";
@@ -307,7 +312,15 @@ export async function markRepublished(sql: SqlRunner, approvalIds: string[], now
  */
 const KEY_LIVE = liveVirtualKeySql("k");
 
-const FIND_KEY_SQL = `SELECT k.id, k."workspaceId", k."keyHash", (NOT ${KEY_LIVE}) AS revoked,
+/** A held record, as its model's row (src/infra/model-rows.ts). */
+export const FIND_HELD_SQL = `SELECT to_json(g) AS row FROM gateway_invocations g WHERE g."approvalId" = $1`;
+
+/** An approval request with its delivery's error code: what the agent's status read reports. */
+export const FIND_OUTCOME_SQL = `SELECT to_json(r) AS row, d."errorCode" AS "deliveryErrorCode"
+   FROM approval_requests r LEFT JOIN delivery_jobs d ON d."requestId" = r.id
+  WHERE r.id = $1`;
+
+export const FIND_KEY_SQL = `SELECT k.id, k."workspaceId", k."keyHash", (NOT ${KEY_LIVE}) AS revoked,
         w.environment, w.production, (w."archivedAt" IS NOT NULL) AS archived,
         COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
    FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
