@@ -38,6 +38,7 @@ const GATEWAY = [
   "generated",
   "type:infra/db.ts", // the PostgreSQL store runs its SQL on the shared pool's runner
   "infra/tracing.ts", // a span per upstream request and the traceparent it sends (loads nothing until traces are on)
+  "infra/model-rows.ts", // a raw statement's row made its model's, as Prisma reads it (the agent's status read)
 ];
 const INFRA = ["generated"];
 const AUTHZ = ["domain", "infra", "errors.ts", "auth"];

@@ -185,34 +185,43 @@ describe("the session id carries what the client declared", () => {
   });
 
   it("a client's answer sent with another Authorization is not taken: the call still waits for its own client's", async () => {
-    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${w.keyPlaintext}`, "mcp-session-id": sessionIdFor({ elicitation: { form: {} } }) };
-    const call = await fetch(`${w.gatewayUrl}/v1/mcp`, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${conn}.elicit`, arguments: {} } }) });
-    const reader = call.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buffered = "";
-    while (!buffered.includes("\n\n")) {
-      const chunk = await reader.read();
-      if (chunk.done) throw new Error(`the call ended without asking: ${buffered}`);
-      buffered += chunk.value;
-    }
-    const asked = JSON.parse(buffered.split("\n").find((l) => l.startsWith("data: "))!.slice(6)) as { id: string; method: string };
-    expect(asked.method).toBe("elicitation/create");
-    const answer = (content: Record<string, unknown>, authorization: string) =>
-      fetch(`${w.gatewayUrl}/v1/mcp`, { method: "POST", headers: { ...headers, authorization }, body: JSON.stringify({ jsonrpc: "2.0", id: asked.id, result: { action: "accept", content } }) });
-    // Another live key of the same workspace: accepted like any response (202) and dropped.
-    const other = generateVirtualKey();
-    await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "other-agent", keyHash: hashVirtualKey(other), prefix: virtualKeyPrefix(other), createdById: w.org.adminId } });
-    expect((await answer({ branch: "evil" }, `Bearer ${other}`)).status).toBe(202);
-    expect((await answer({ branch: "release" }, `Bearer ${w.keyPlaintext}`)).status).toBe(202);
-    let rest = buffered;
-    for (;;) {
-      const chunk = await reader.read();
-      if (chunk.done) break;
-      rest += chunk.value;
-    }
-    const last = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1)!.slice(6)) as { result: { content: { text: string }[] } };
-    expect(JSON.parse(last.result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "release" } } });
+    await anotherKeyAnswersFirst({ callAt: w.gatewayUrl, answerAt: w.gatewayUrl, otherKeyName: "other-agent" });
   });
 });
+
+/**
+ * An elicitation call made at `callAt` with the world's key: another live key of the same
+ * workspace answers it first (accepted like any response, 202, and dropped), then the caller's own
+ * key, both at `answerAt`; the upstream must get the caller's answer.
+ */
+async function anotherKeyAnswersFirst(where: { callAt: string; answerAt: string; otherKeyName: string; pauseMs?: number }) {
+  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${w.keyPlaintext}`, "mcp-session-id": sessionIdFor({ elicitation: { form: {} } }) };
+  const call = await fetch(`${where.callAt}/v1/mcp`, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${conn}.elicit`, arguments: {} } }) });
+  const reader = call.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  while (!buffered.includes("\n\n")) {
+    const chunk = await reader.read();
+    if (chunk.done) throw new Error(`the call ended without asking: ${buffered}`);
+    buffered += chunk.value;
+  }
+  const asked = JSON.parse(buffered.split("\n").find((l) => l.startsWith("data: "))!.slice(6)) as { id: string; method: string };
+  expect(asked.method).toBe("elicitation/create");
+  const answer = (content: Record<string, unknown>, authorization: string) =>
+    fetch(`${where.answerAt}/v1/mcp`, { method: "POST", headers: { ...headers, authorization }, body: JSON.stringify({ jsonrpc: "2.0", id: asked.id, result: { action: "accept", content } }) });
+  const other = generateVirtualKey();
+  await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: where.otherKeyName, keyHash: hashVirtualKey(other), prefix: virtualKeyPrefix(other), createdById: w.org.adminId } });
+  expect((await answer({ branch: "evil" }, `Bearer ${other}`)).status).toBe(202);
+  if (where.pauseMs) await new Promise((r) => setTimeout(r, where.pauseMs));
+  expect((await answer({ branch: "release" }, `Bearer ${w.keyPlaintext}`)).status).toBe(202);
+  let rest = buffered;
+  for (;;) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    rest += chunk.value;
+  }
+  const last = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1)!.slice(6)) as { result: { content: { text: string }[] } };
+  expect(JSON.parse(last.result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "release" } } });
+}
 
 describe("a client that goes away while it is asked", () => {
   it("its stream closes with a relayed request open: the upstream gets -32603 at once and its call finishes", async () => {
@@ -299,31 +308,7 @@ describe("two processes behind a balancer that does not route by session: an ans
 
   it("another key's answer crosses too and is not taken there: the call still waits for its own client's", async () => {
     const [asking, other] = [await node(), await node()];
-    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${w.keyPlaintext}`, "mcp-session-id": sessionIdFor({ elicitation: { form: {} } }) };
-    const call = await fetch(`${asking.url}/v1/mcp`, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: `${conn}.elicit`, arguments: {} } }) });
-    const reader = call.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buffered = "";
-    while (!buffered.includes("\n\n")) {
-      const chunk = await reader.read();
-      if (chunk.done) throw new Error(`the call ended without asking: ${buffered}`);
-      buffered += chunk.value;
-    }
-    const asked = JSON.parse(buffered.split("\n").find((l) => l.startsWith("data: "))!.slice(6)) as { id: string };
-    const answer = (content: Record<string, unknown>, authorization: string) =>
-      fetch(`${other.url}/v1/mcp`, { method: "POST", headers: { ...headers, authorization }, body: JSON.stringify({ jsonrpc: "2.0", id: asked.id, result: { action: "accept", content } }) });
-    const otherKey = generateVirtualKey();
-    await w.db.prisma.virtualKey.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "fleet-other-agent", keyHash: hashVirtualKey(otherKey), prefix: virtualKeyPrefix(otherKey), createdById: w.org.adminId } });
-    expect((await answer({ branch: "evil" }, `Bearer ${otherKey}`)).status).toBe(202);
-    // Give the wrong answer time to cross before the right one follows it.
-    await new Promise((r) => setTimeout(r, 100));
-    expect((await answer({ branch: "release" }, `Bearer ${w.keyPlaintext}`)).status).toBe(202);
-    let rest = buffered;
-    for (;;) {
-      const chunk = await reader.read();
-      if (chunk.done) break;
-      rest += chunk.value;
-    }
-    const last = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1)!.slice(6)) as { result: { content: { text: string }[] } };
-    expect(JSON.parse(last.result.content[0]!.text)).toEqual({ method: "elicitation/create", answer: { action: "accept", content: { branch: "release" } } });
+    // A pause gives the wrong answer time to cross before the right one follows it.
+    await anotherKeyAnswersFirst({ callAt: asking.url, answerAt: other.url, otherKeyName: "fleet-other-agent", pauseMs: 100 });
   });
 });
