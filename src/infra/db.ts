@@ -34,6 +34,11 @@ export interface Database {
   sql: SqlRunner;
   /** SQL statements sent so far on this database (Prisma's and raw): how tests prove no N+1. */
   statementCount(): number;
+  /**
+   * Of those, the ones Prisma Client sent (its model queries and its raw ones, each compiled by
+   * its query compiler first): how tests prove a hot path sends none.
+   */
+  prismaStatementCount(): number;
   /** The connection pool's counts (PostgreSQL only), for /metrics. */
   poolStats?(): { total: number; idle: number; waiting: number };
   close(): Promise<void>;
@@ -52,21 +57,24 @@ function statementName(text: string): string {
   return name;
 }
 
-function pgRunner(client: pg.Pool | pg.PoolClient): SqlRunner {
+/** `sent.raw` counts the statements sent through the runner (the database's own driver, not Prisma). */
+function pgRunner(client: pg.Pool | pg.PoolClient, sent: { raw: number }): SqlRunner {
   const runner: SqlRunner = {
     async query<T>(text: string, params?: unknown[], options?: QueryOptions) {
+      sent.raw++;
       const values = params as unknown[] | undefined;
       const result = options?.prepare ? await client.query({ name: statementName(text), text, values }) : await client.query(text, values);
       return result.rows as T[];
     },
     async exec(script) {
+      sent.raw++;
       await client.query(script);
     },
     async withConnection(fn) {
       if (!("connect" in client) || typeof (client as pg.Pool).totalCount !== "number") return fn(runner);
       const conn = await (client as pg.Pool).connect();
       try {
-        return await fn(pgRunner(conn));
+        return await fn(pgRunner(conn, sent));
       } finally {
         conn.release();
       }
@@ -111,6 +119,7 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
   // query opens a new connection, or fails as unavailable (infra/faults.ts) while the server is down.
   pool.on("error", () => {});
   let statements = 0;
+  const sent = { raw: 0 };
   pool.on("connect", (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as { query: unknown }).query = (...args: unknown[]) => {
@@ -128,8 +137,9 @@ export async function openPostgres(url: string, schema?: string): Promise<Databa
   return {
     kind: "postgres",
     prisma,
-    sql: tracedSql(pgRunner(pool), "postgresql"),
+    sql: tracedSql(pgRunner(pool, sent), "postgresql"),
     statementCount: () => statements,
+    prismaStatementCount: () => statements - sent.raw,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await prisma.$disconnect();
@@ -167,6 +177,7 @@ export function pgliteDatabase(pglite: PGlite): Database {
     prisma,
     sql: tracedSql(runner, "postgresql"),
     statementCount: () => 0,
+    prismaStatementCount: () => 0,
     async close() {
       await prisma.$disconnect();
       await pglite.close();

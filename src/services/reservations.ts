@@ -14,12 +14,12 @@
 
 import { z } from "zod";
 import { ConflictError, InvalidStateError, NotFoundError, PermissionDeniedError } from "../errors.js";
-import type { Database } from "../infra/db.js";
 import { lockWorkspaces } from "./gate.js";
 import { workspaceTarget } from "../authz/targets.js";
 import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
 import { uniqueViolation } from "./prisma-errors.js";
-import { findRole, usableRoleWhere } from "./roles.js";
+import { findRole, usableRoles } from "./roles.js";
+import type { Role } from "../generated/prisma/client.js";
 import { parseInput } from "./parse.js";
 import { enqueueReservationEvent } from "./webhooks.js";
 import {
@@ -99,10 +99,10 @@ export interface ReservableWorkspace {
 export async function reservationOptions(
   { db, authz }: Pick<GateDeps, "db" | "authz">,
   workspaces: readonly ReservableWorkspace[],
-): Promise<Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>> {
+): Promise<Map<string, { forSelf: boolean; roles: Role[] }>> {
   const principal = await authz.requireMember();
   const viewer = authz.viewer;
-  const out = new Map<string, { forSelf: boolean; roles: Awaited<ReturnType<Database["prisma"]["role"]["findMany"]>> }>();
+  const out = new Map<string, { forSelf: boolean; roles: Role[] }>();
   const open: ReservableWorkspace[] = [];
   for (const w of workspaces) {
     const mayApprove = await authz.can(workspaceTarget({ name: w.name, authzGroups: w.stack.authzGroups }, "approve"));
@@ -110,15 +110,14 @@ export async function reservationOptions(
     else out.set(w.id, { forSelf: false, roles: [] });
   }
   if (open.length === 0) return out;
+  // Both read once for the whole list, through the driver: a dashboard's list repeats them.
   const [active, roles] = await Promise.all([
-    db.prisma.reservation.findMany({
-      where: { workspaceId: { in: open.map((w) => w.id) }, releasedAt: null },
-      select: { workspaceId: true, holderUserId: true, holderRoleId: true },
-    }),
-    db.prisma.role.findMany({
-      where: { ...usableRoleWhere(viewer.orgId), ...(principal.isSuperAdmin ? {} : { id: { in: principal.roleIds } }) },
-      orderBy: [{ name: "asc" }, { id: "asc" }],
-    }),
+    db.sql.query<{ workspaceId: string; holderUserId: string | null; holderRoleId: string | null }>(
+      `SELECT "workspaceId", "holderUserId", "holderRoleId" FROM reservations WHERE "workspaceId" = ANY($1::text[]) AND "releasedAt" IS NULL`,
+      [open.map((w) => w.id)],
+      { prepare: true },
+    ),
+    usableRoles(db.sql, viewer.orgId, principal.isSuperAdmin ? null : principal.roleIds),
   ]);
   for (const w of open) {
     const here = active.filter((r) => r.workspaceId === w.id);

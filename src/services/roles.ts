@@ -6,7 +6,9 @@ import {
 } from "../domain/catalog/index.js";
 import { ConflictError, InvalidStateError, NotFoundError, ValidationError } from "../errors.js";
 import type { SignedInAuthz } from "../authz/authz.js";
-import type { Database } from "../infra/db.js";
+import type { Database, SqlRunner } from "../infra/db.js";
+import { modelRow } from "../infra/model-rows.js";
+import type { Role } from "../generated/prisma/client.js";
 import type { EventBus } from "../infra/events.js";
 import { lockWorkspaces } from "./gate.js";
 import { LOCKING_TX_OPTIONS, txSql, type Tx } from "../infra/db.js";
@@ -45,6 +47,22 @@ function permissionsOrThrow(list: PermissionInput[]) {
 
 /** The roles an org can use, as a Prisma filter: the system roles and its own live custom roles. */
 export const usableRoleWhere = (orgId: string) => ({ deletedAt: null, OR: [{ orgId }, { orgId: null, system: true }] });
+
+/** usableRoleWhere for raw SQL over `roles r`, $1 being the organization's id (test/roles-usable.test.ts holds them together). */
+const USABLE_ROLE_SQL = `r."deletedAt" IS NULL AND (r."orgId" = $1 OR (r."orgId" IS NULL AND r.system))`;
+
+/**
+ * The roles an organization can use (of `ids` only, when given), by name: one prepared statement,
+ * for reads a list repeats (src/services/reservations.ts), without Prisma's query compiler.
+ */
+export async function usableRoles(sql: SqlRunner, orgId: string, ids: readonly string[] | null): Promise<Role[]> {
+  const rows = await sql.query<{ row: Record<string, unknown> }>(
+    `SELECT to_json(r) AS row FROM roles r WHERE ${USABLE_ROLE_SQL}${ids === null ? "" : ` AND r.id = ANY($2::text[])`} ORDER BY r.name, r.id`,
+    ids === null ? [orgId] : [orgId, ids],
+    { prepare: true },
+  );
+  return rows.map((r) => modelRow<Role>("Role", r.row));
+}
 
 /** Any role the viewer's org can use: the system roles and its own live custom roles. */
 export async function findRole(db: Database, orgId: string, id: string) {

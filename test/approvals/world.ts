@@ -111,7 +111,8 @@ export async function createWorld(
   // Held calls as MCP tasks, as Countersign wires them (src/workers/runtime.ts), when asked for.
   const wake = approvalWake(t.events);
   const gatewayOptions = (tasks: Partial<TaskOptions> = {}, extra: Partial<GatewayOptions> = {}): GatewayOptions => ({
-    store: createPostgresGatewayStore(db.prisma, { authority: (id) => approvalAuthority(db.sql, id) }),
+    // As Countersign wires it (src/workers/runtime.ts): the database's own driver for the reads an agent repeats.
+    store: createPostgresGatewayStore(db.prisma, { sql: db.sql, authority: (id) => approvalAuthority(db.sql, id) }),
     stream: redis,
     streamKey,
     gate: createCedarGate(DEFAULT_GATEWAY_POLICIES),
