@@ -8,14 +8,19 @@ import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import { createWorld, type World } from "./approvals/world.js";
 import { startUpstream, type Upstream } from "./helpers/mcp-upstream.js";
 import { addMember, type MemberFixture } from "./helpers/fixtures.js";
+import { subscribe, wsClient } from "./gate/ws.js";
 
 let w: World;
 let approvalId: string;
 /** An upstream of its own: the world's records each call it runs by reading the database itself. */
 let plain: Upstream;
 let reader: MemberFixture;
+let baseUrl: string;
+let planId: string;
 beforeAll(async () => {
   w = await createWorld();
+  baseUrl = await w.t.listen();
+  planId = (await w.db.prisma.plan.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, submittedById: w.org.adminId } })).id;
   reader = await addMember(w.db, w.org.orgId, { role: "workspace-reader", name: "a reader" });
   plain = await startUpstream();
   await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "plain", provider: "github", url: plain.url } });
@@ -40,6 +45,11 @@ const graphql = async (query: string, variables: Record<string, unknown>, token:
   return { status: res.errors ? 500 : 200, body: JSON.stringify(res) };
 };
 
+/** The plan's id, known once beforeAll has run (the table is built before it). */
+function planIdMarker() {
+  return { toString: () => planId } as unknown as string;
+}
+
 /** Each path: one request as its client sends it, answered 200 with `expect` in the body. */
 const PATHS: Record<string, { send: () => Promise<{ status: number; body: string }>; expect: string }> = {
   "GraphQL viewer (every client, every page)": { send: () => graphql("{ viewer { name } }", {}, w.reviewers[0]!.token), expect: "reviewer-1" },
@@ -55,6 +65,24 @@ const PATHS: Record<string, { send: () => Promise<{ status: number; body: string
   "the dashboard's workspace list, as a reader": { send: () => graphql(WorkspacesDocument.toString(), { first: 100 }, reader.token), expect: "payments-prod" },
   "the dashboard's workspace list, as an approver who may reserve": { send: () => graphql(WorkspacesDocument.toString(), { first: 100 }, w.org.adminToken), expect: "payments-prod" },
   "the gateway: an agent's status read of its held call": { send: () => gatewayGet(`/v1/approvals/${approvalId}`), expect: '"status":"pending"' },
+  "a dashboard's planGate subscription: connect, init, subscribe, the first status": {
+    send: async () => {
+      const client = wsClient(baseUrl, reader.token);
+      const stream = subscribe(client, `subscription($planId: ID!) { planGate(planId: $planId) { planId version } }`, { planId }, (d) => d.planGate);
+      try {
+        const first = await stream.next(undefined, 5_000);
+        return { status: stream.errors.length ? 500 : 200, body: JSON.stringify({ first, errors: stream.errors }) };
+      } finally {
+        stream.dispose();
+        await client.dispose();
+      }
+    },
+    expect: planIdMarker(),
+  },
+  "the gateway: an agent's tools/list": {
+    send: () => gatewayPost({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+    expect: "plain.list_repos",
+  },
   "the gateway: an allowed tools/call": {
     send: () => gatewayPost({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "plain.list_repos", arguments: {} } }),
     expect: '"result"',
@@ -66,7 +94,7 @@ describe("the paths clients repeat send no statement through Prisma", () => {
     const path = PATHS[name]!;
     const first = await path.send();
     expect(first.status, first.body).toBe(200);
-    expect(first.body).toContain(path.expect);
+    expect(first.body).toContain(String(path.expect));
     const [all, prisma] = [w.db.statementCount(), w.db.prismaStatementCount()];
     const again = await path.send();
     expect(again.status, again.body).toBe(200);

@@ -84,12 +84,8 @@ export function createPostgresGatewayStore(prisma: PrismaClient, options: Postgr
     },
 
     async listConnections(workspaceId) {
-      const rows = await prisma.connection.findMany({
-        where: { workspaceId },
-        include: { toolOverrides: { select: { tool: true, destructive: true } } },
-        orderBy: { name: "asc" },
-      });
-      return rows.map((c) => toConnection(c, c.toolOverrides));
+      const rows = await read<{ c: ConnectionRow; overrides: { tool: string; destructive: boolean }[] }>(LIST_CONNECTIONS_SQL, [workspaceId]);
+      return rows.map((row) => toConnection(row.c, row.overrides));
     },
 
     async findConnection(connectionId) {
@@ -326,12 +322,23 @@ export const FIND_KEY_SQL = `SELECT k.id, k."workspaceId", k."keyHash", (NOT ${K
    FROM virtual_keys k JOIN workspaces w ON w.id = k."workspaceId"
   WHERE k."keyHash" = $1`;
 
+/** A connection `c` as the gateway reads it (ConnectionRow), in both statements below. */
+const CONNECTION_JSON = `json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
+          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt")`;
+
+/** A workspace's connections, by name, each with its tool overrides: what tools/list serves. */
+const LIST_CONNECTIONS_SQL = `SELECT ${CONNECTION_JSON} AS c,
+        COALESCE((SELECT json_agg(json_build_object('tool', o.tool, 'destructive', o.destructive))
+                    FROM connection_tool_overrides o WHERE o."connectionId" = c.id), '[]'::json) AS overrides
+   FROM connections c
+  WHERE c."workspaceId" = $1
+  ORDER BY c.name`;
+
 // The workspace's newest gate policy version rides along (as findKeyByHash reads it for the
 // per-workspace gate), so the hot path stays one statement.
 const RESOLVE_CALL_SQL = `SELECT json_build_object('id', k.id, 'workspaceId', k."workspaceId", 'keyHash', k."keyHash", 'live', ${KEY_LIVE}) AS k,
         json_build_object('id', w.id, 'environment', w.environment, 'production', w.production, 'archivedAt', w."archivedAt") AS w,
-        CASE WHEN c.id IS NULL THEN NULL ELSE json_build_object('id', c.id, 'workspaceId', c."workspaceId", 'name', c.name, 'provider', c.provider,
-          'active', c.active, 'url', c.url, 'credentialSealed', c."credentialSealed", 'timeoutMs', c."timeoutMs", 'updatedAt', c."updatedAt") END AS c,
+        CASE WHEN c.id IS NULL THEN NULL ELSE ${CONNECTION_JSON} END AS c,
         o.destructive AS o,
         COALESCE((SELECT max(v.version) FROM gateway_policy_versions v WHERE v."workspaceId" = w.id), 0)::int AS "policyVersion"
    FROM virtual_keys k
