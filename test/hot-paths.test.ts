@@ -17,8 +17,10 @@ let plain: Upstream;
 let reader: MemberFixture;
 let baseUrl: string;
 let planId: string;
+let taskId: string;
 beforeAll(async () => {
-  w = await createWorld();
+  // Held calls as MCP tasks, as Countersign wires them: an agent polls tasks/get.
+  w = await createWorld({ tasks: {} });
   baseUrl = await w.t.listen();
   planId = (await w.db.prisma.plan.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, submittedById: w.org.adminId } })).id;
   reader = await addMember(w.db, w.org.orgId, { role: "workspace-reader", name: "a reader" });
@@ -26,6 +28,11 @@ beforeAll(async () => {
   await w.db.prisma.connection.create({ data: { orgId: w.org.orgId, workspaceId: w.workspace.id, name: "plain", provider: "github", url: plain.url } });
   const held = await w.callTool({ repo: "acme/hot-paths" });
   approvalId = (held.body as { error: { data: { approval_id: string } } }).error.data.approval_id;
+  await w.ingest.tick();
+  const task = JSON.parse(
+    (await gatewayPost({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "github.delete_repo", arguments: { repo: "acme/hot-task" }, task: { ttl: 60_000 } } })).body,
+  ) as { result: { task: { taskId: string } } };
+  taskId = task.result.task.taskId;
   await w.ingest.tick();
 });
 afterAll(async () => {
@@ -45,9 +52,9 @@ const graphql = async (query: string, variables: Record<string, unknown>, token:
   return { status: res.errors ? 500 : 200, body: JSON.stringify(res) };
 };
 
-/** The plan's id, known once beforeAll has run (the table is built before it). */
-function planIdMarker() {
-  return { toString: () => planId } as unknown as string;
+/** A value known once beforeAll has run (the table is built before it), as the text to expect. */
+function known(value: () => string) {
+  return { toString: value } as unknown as string;
 }
 
 /** Each path: one request as its client sends it, answered 200 with `expect` in the body. */
@@ -77,11 +84,15 @@ const PATHS: Record<string, { send: () => Promise<{ status: number; body: string
         await client.dispose();
       }
     },
-    expect: planIdMarker(),
+    expect: known(() => planId),
   },
   "the gateway: an agent's tools/list": {
     send: () => gatewayPost({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
     expect: "plain.list_repos",
+  },
+  "the gateway: an agent's tasks/get of its held call": {
+    send: () => gatewayPost({ jsonrpc: "2.0", id: 1, method: "tasks/get", params: { taskId } }),
+    expect: known(() => `"taskId":"${taskId}"`),
   },
   "the gateway: an allowed tools/call": {
     send: () => gatewayPost({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "plain.list_repos", arguments: {} } }),
