@@ -56,7 +56,7 @@ export async function seed(db: Database): Promise<Seeded> {
   const people = Array.from({ length: 20 }, (_, i) => ({ id: randomUUID(), email: `u${i}-${org.id}@bench.local`, name: i === 0 ? VIEWER_NAME : `User ${i}` }));
   await db.prisma.user.createMany({ data: people });
   await db.prisma.membership.createMany({ data: people.map((p) => ({ orgId: org.id, userId: p.id })) });
-  // The viewer reads workspaces and approves plans (the dashboard's usual caller); the others approve.
+  // The viewer reads workspaces (a workspace-reader: no approve, so no reservation options to read); the others approve.
   await db.prisma.roleAssignment.createMany({
     data: people.map((p, i) => ({ orgId: org.id, userId: p.id, roleId: systemRoleId(i === 0 ? "workspace-reader" : "workspace-approver") })),
   });
