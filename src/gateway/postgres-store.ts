@@ -24,8 +24,9 @@ export type PostgresGatewayStoreOptions = {
    */
   authority?: ((approvalId: string) => Promise<string | null>) | undefined;
   /**
-   * The database's own driver, for the hot path's one query (a prepared statement, without
-   * Prisma's raw-query layer). Without it the query runs through Prisma.
+   * The database's own driver, for the reads an agent repeats (the call's statement, the status
+   * poll's, tools/list's): prepared statements, without Prisma's query compiler. Without it the
+   * same SQL runs through Prisma's raw query.
    */
   sql?: SqlRunner | undefined;
 };

@@ -12,8 +12,9 @@ export interface NewestFirstKey {
 
 export const newestFirstKeyOf = (row: NewestFirstKey): string => `${row.createdAt.toISOString()}|${row.id}`;
 
-/** A newest-first key back from its string (newestFirstKeyOf's); anything else is `invalid_cursor`. */
-export function parseNewestFirstKey(key: string, field = "after"): NewestFirstKey {
+/** A newest-first key back from its string (newestFirstKeyOf's; null for none); anything else is `invalid_cursor`. */
+export function parseNewestFirstKey(key: string | null, field = "after"): NewestFirstKey | null {
+  if (key === null) return null;
   const bar = key.indexOf("|");
   if (bar < 0) throw invalidCursor(field);
   const createdAt = new Date(key.slice(0, bar));

@@ -10,10 +10,8 @@ import { topicListeners } from "./topic-listeners.js";
  * call that asked ends with an error when its wait does (nothing is let through for it).
  */
 export function answerRelay(events: EventBus, logger?: Logger): AnswerRelay & { close(): Promise<void> } {
-  const answers = topicListeners(events, "gateway:answer", logger, "the gateway's answer relay stopped: answers reach only this process's calls");
   return {
     publish: (answer) => events.publish("gateway:answer", answer),
-    subscribe: (listener) => answers.subscribe(listener),
-    close: () => answers.close(),
+    ...topicListeners(events, "gateway:answer", logger, "the gateway's answer relay stopped: answers reach only this process's calls"),
   };
 }

@@ -353,7 +353,7 @@ builder.queryFields((t) => ({
     resolve: (_root, args, ctx) =>
       keysetConnection(args, newestFirstKeyOf, async ({ first, after }) => {
         const workspaceId = args.workspaceId ? String(args.workspaceId) : null;
-        const page = await inboxRequests(ctx, { workspaceId }, { first, after: after === null ? null : parseNewestFirstKey(after) });
+        const page = await inboxRequests(ctx, { workspaceId }, { first, after: parseNewestFirstKey(after) });
         return { nodes: page.rows, hasNextPage: page.hasNextPage, lastScanned: page.lastScanned && newestFirstKeyOf(page.lastScanned) };
       }),
   }),
@@ -384,7 +384,7 @@ builder.queryFields((t) => ({
           where: {
             workspaceId: workspace.id,
             ...(args.statuses?.length ? { status: { in: args.statuses } } : {}),
-            ...afterNewestFirst(after === null ? null : parseNewestFirstKey(after)),
+            ...afterNewestFirst(parseNewestFirstKey(after)),
           },
           orderBy: NEWEST_FIRST,
           take: first + 1,
