@@ -12,12 +12,11 @@
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { createOrganizationWithAdmin } from "../src/services/accounts.js";
 import { reconcileSystemRoles } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, cpuMsOf, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_FLEET_CONNECTIONS ?? 16);
 const SECONDS = Number(process.env.BENCH_FLEET_SECONDS ?? 8);
@@ -28,13 +27,6 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const HAPROXY_CFG = fileURLToPath(new URL("../deploy/haproxy.cfg", import.meta.url));
 const QUERY = "{ viewer { name } }";
 const NAME = "Fleet Bench";
-
-/** utime + stime of a process and its threads, in ms (Linux /proc; 100 clock ticks a second). */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 

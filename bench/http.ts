@@ -17,14 +17,13 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import { WorkspacesDocument } from "../src/generated/graphql/graphql.js";
 import type { Database } from "../src/infra/db.js";
 import { reconcileSystemRoles, systemRoleId } from "../src/services/system-roles.js";
-import { BENCH_DATABASE_URL, consume, freePort, load1, log, row, summarize, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, consume, cpuMsOf, freePort, load1, log, row, summarize, timeAsync, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 /** Seconds per measured load run; each case runs ROUNDS times per server, alternating; rows give the means. */
@@ -207,13 +206,6 @@ interface Load {
   bad: number;
   /** The server process's CPU time (user + system) per answered request, ms: independent of other load. */
   cpuMs: number;
-}
-
-/** utime + stime of a process, in ms (Linux /proc; clock ticks are 100 Hz here). */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function load(server: Started, token: string, query: string, expect: string, seconds: number): Promise<Load> {

@@ -3,11 +3,19 @@
 // fails CI (see bench/index.ts and docs/benchmarks.md).
 
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { loadavg } from "node:os";
 import pg from "pg";
 import { openPostgres, type Database } from "../src/infra/db.js";
 import { migrate } from "../src/infra/migrate.js";
+
+/** utime + stime of a process and its threads, in ms (Linux /proc; 100 clock ticks a second): what it spent, whatever else the machine ran. */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 
 /** One measured figure, beside the raw-SQL (or bare) baseline it is judged against. */
 export interface BenchRow {

@@ -2,25 +2,28 @@
 // Countersign server process, its memory per subscriber and the commit-to-last-delivery
 // latency, beside a bare `ws` server fanning the same message out to as many sockets.
 //
-// Four kinds of process, loopback only: this one seeds the schema (bench/gate.ts's seed) and
+// Five kinds of process, loopback only: this one seeds the schema (bench/gate.ts's seed) and
 // commits the approvals; one Countersign server (`src/main.ts`, with bench/fanout/probe.ts
-// loaded to report its memory over IPC); one bare ws server (bench/fanout/bare-server.ts); and
-// two client processes (bench/fanout/client.ts) holding the sockets, half each, so neither
-// server's memory holds a client. Memory is read from each server after two full GCs, before
-// and after its 10,000 sockets are open. A round is one approval (every planGate subscriber
+// loaded to report its memory over IPC); one bare ws server (bench/fanout/bare-server.ts); one
+// bare graphql-ws server answering the same subscription from memory
+// (bench/fanout/bare-graphql-ws.ts: the protocol's own share of an opening); and two client
+// processes (bench/fanout/client.ts) holding the sockets, half each, so no server's memory
+// holds a client. Memory is read from the Countersign and bare ws servers after two full GCs,
+// before and after their 10,000 sockets are open. A round is one approval (every planGate subscriber
 // must see approvalsCounted move) and then one bare fan-out of the same message, alternating,
 // so both see the same minutes of this shared VM. Every wait is bounded.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomInt } from "node:crypto";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Authz } from "../src/authz/authz.js";
 import { createEventBus } from "../src/infra/events.js";
 import { approvePlan } from "../src/services/plans.js";
 import WebSocket from "ws";
-import type { FromBare, FromClient, FromProbe, Kind, ToBare, ToClient, ToProbe } from "./fanout/protocol.js";
+import type { FromBare, FromBareGraphql, FromClient, FromProbe, Kind, ToBare, ToClient, ToProbe } from "./fanout/protocol.js";
 import { monotonicMs } from "./fanout/protocol.js";
 import { seed } from "./gate.js";
-import { BENCH_DATABASE_URL, freePort, log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, cpuMsOf, freePort, log, quantile, row, withBenchSchema, type BenchRow } from "./lib.js";
 
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 10_000);
 /** Client processes; each binds its own loopback address, so 2 × 10,000 sockets never run out of ephemeral ports. */
@@ -172,13 +175,23 @@ export async function run(): Promise<BenchRow[]> {
     const events = createEventBus({ redisUrl: REDIS_URL });
     const server = await startCountersign(schema);
     const bare = new Child<ToBare, FromBare | { type: "failed" }>("bare ws server", [...probe.slice(0, 3), "bench/fanout/bare-server.ts"]);
+    const bareListening = bare.next("listening");
+    const bareGraphql = new Child<never, FromBareGraphql>("bare graphql-ws server", [...tsx, "bench/fanout/bare-graphql-ws.ts"]);
+    // Asked for at once: a message nobody waits for yet is dropped.
+    const bareGraphqlListening = bareGraphql.next("listening");
     const clients = Array.from({ length: CLIENTS }, (_, i) => new Child<ToClient, FromClient>(`client ${i}`, [...tsx, "bench/fanout/client.ts"]));
     let control: WebSocket | undefined;
     try {
-      const barePort = (await bare.next("listening")).port;
+      const barePort = (await bareListening).port;
+      const bareGraphqlPort = (await bareGraphqlListening).port;
       const split = shares(SUBSCRIBERS, CLIENTS);
-      // 127.0.0.2, 127.0.0.3, …: each client's sockets draw on their own ephemeral port range.
-      const localAddress = (i: number) => `127.0.0.${i + 2}`;
+      // Each client binds its sockets to a loopback address of its own, drawing on that address's
+      // ephemeral ports, and the bare sockets to others than the planGate ones: a socket bound to
+      // an address searches that address's ports for a free one, so sockets already open there
+      // (or left in TIME_WAIT by an earlier run, for a minute) slow every open after them. A run's
+      // addresses are its own (127.x.y.*), so both kinds open on empty port ranges.
+      const net = `127.${1 + randomInt(254)}.${randomInt(256)}`;
+      const localAddress = (kind: Kind, i: number) => `${net}.${2 + ["gate", "bare", "graphql"].indexOf(kind) * CLIENTS + i}`;
 
       const snapshot = async (name: string) => {
         if (HEAP_SNAPSHOTS) log(`subscribers: heap snapshot ${(await server.child.request({ type: "snapshot", path: `${HEAP_SNAPSHOTS}/${name}.heapsnapshot` }, "snapshot", 300_000)).path}`);
@@ -186,11 +199,17 @@ export async function run(): Promise<BenchRow[]> {
       await snapshot("before");
       const serverBefore = await memoryOf(server.child);
       log(`subscribers: Countersign server at ${server.url}, before: ${describe(serverBefore)}`);
-      const openedGate = await Promise.all(
+      /** The server's CPU over `work`, ms per subscriber. */
+      const cpuPerSocket = async <T>(pid: number, work: () => Promise<T>): Promise<[T, number]> => {
+        const before = cpuMsOf(pid);
+        const result = await work();
+        return [result, (cpuMsOf(pid) - before) / SUBSCRIBERS];
+      };
+      const [openedGate, gateCpu] = await cpuPerSocket(server.child.process.pid!, () => Promise.all(
         clients.map((c, i) =>
-          c.request({ type: "open-gate", url: server.url, tokens, planId: seeded.livePlanId, count: split[i]!, localAddress: localAddress(i), query: PLAN_GATE }, "opened", 300_000),
+          c.request({ type: "open-gate", kind: "gate", url: server.url, tokens, planId: seeded.livePlanId, count: split[i]!, localAddress: localAddress("gate", i), query: PLAN_GATE }, "opened", 300_000),
         ),
-      );
+      ));
       const serverAfter = await memoryOf(server.child);
       await snapshot("subscribed");
       const gateOpenMs = Math.max(...openedGate.map((o) => o.ms));
@@ -200,12 +219,24 @@ export async function run(): Promise<BenchRow[]> {
       if (!sample) throw new Error("no planGate message to copy for the bare fan-out");
       await bare.request({ type: "payload", template: sample }, "payload-set");
       const bareBefore = await memoryOf(bare);
-      const openedBare = await Promise.all(
-        clients.map((c, i) => c.request({ type: "open-bare", url: `ws://127.0.0.1:${barePort}`, count: split[i]!, localAddress: localAddress(i) }, "opened", 120_000)),
-      );
+      const [openedBare, bareCpu] = await cpuPerSocket(bare.process.pid!, () => Promise.all(
+        clients.map((c, i) => c.request({ type: "open-bare", url: `ws://127.0.0.1:${barePort}`, count: split[i]!, localAddress: localAddress("bare", i) }, "opened", 120_000)),
+      ));
       const bareAfter = await memoryOf(bare);
       const bareOpenMs = Math.max(...openedBare.map((o) => o.ms));
       log(`subscribers: bare ws server, ${SUBSCRIBERS} sockets open in ${(bareOpenMs / 1000).toFixed(1)} s; before: ${describe(bareBefore)}; after: ${describe(bareAfter)}`);
+      // The same subscriptions on bare graphql-ws (the same exchange, answered from memory), closed again before the rounds.
+      const [openedGraphql, graphqlCpu] = await cpuPerSocket(bareGraphql.process.pid!, () => Promise.all(
+        clients.map((c, i) =>
+          c.request({ type: "open-gate", kind: "graphql", url: `http://127.0.0.1:${bareGraphqlPort}`, tokens, planId: seeded.livePlanId, count: split[i]!, localAddress: localAddress("graphql", i), query: PLAN_GATE }, "opened", 120_000),
+        ),
+      ));
+      const graphqlOpenMs = Math.max(...openedGraphql.map((o) => o.ms));
+      await Promise.all(clients.map((c) => c.request({ type: "drop", kind: "graphql" }, "dropped")));
+      await bareGraphql.stop();
+      log(`subscribers: bare graphql-ws server, ${SUBSCRIBERS} planGate subscriptions open in ${(graphqlOpenMs / 1000).toFixed(1)} s`);
+      const us = (ms: number) => `${(ms * 1000).toFixed(0)} µs`;
+      log(`subscribers: server CPU per socket opened: Countersign ${us(gateCpu)}, bare ws ${us(bareCpu)}, bare graphql-ws ${us(graphqlCpu)}`);
       control = new WebSocket(`ws://127.0.0.1:${barePort}/control`);
       await new Promise((resolve, reject) => control!.once("open", resolve).once("error", reject));
 
@@ -284,11 +315,24 @@ export async function run(): Promise<BenchRow[]> {
           target: "≤ 1.5× bare",
           pass: gateOpenMs <= 1.5 * bareOpenMs,
         }),
+        // The protocol's own share: the same exchange on bare graphql-ws, and Countersign beside it.
+        row(`opening ${n} subscriptions on bare graphql-ws (the same exchange, answered from memory)`, graphqlOpenMs / 1000, "s", {
+          baseline: { name: `opening ${n} bare sockets`, value: bareOpenMs / 1000 },
+          target: "context",
+        }),
+        row(`opening ${n} planGate subscriptions, beside bare graphql-ws`, gateOpenMs / 1000, "s", {
+          baseline: { name: `the same on bare graphql-ws`, value: graphqlOpenMs / 1000 },
+          target: "context",
+        }),
+        row(`opening a planGate subscription, server CPU`, gateCpu * 1000, "µs", {
+          baseline: { name: `bare graphql-ws, the same exchange`, value: graphqlCpu * 1000 },
+          target: "context",
+        }),
       ];
     } finally {
       control?.terminate();
       for (const c of clients) c.process.connected && c.send({ type: "close" });
-      await Promise.all([...clients.map((c) => c.stop()), bare.stop(), server.child.stop()]);
+      await Promise.all([...clients.map((c) => c.stop()), bare.stop(), bareGraphql.stop(), server.child.stop()]);
       await events.close();
     }
   });

@@ -19,8 +19,8 @@ interface Socket {
   ws: WebSocket;
 }
 
-const sockets: Record<Kind, Socket[]> = { gate: [], bare: [] };
-const armed: Record<Kind, { target: number; reached: number; timer: NodeJS.Timeout } | null> = { gate: null, bare: null };
+const sockets: Record<Kind, Socket[]> = { gate: [], bare: [], graphql: [] };
+const armed: Record<Kind, { target: number; reached: number; timer: NodeJS.Timeout } | null> = { gate: null, bare: null, graphql: null };
 let sample: string | null = null;
 
 function onCounted(kind: Kind, s: Socket, counted: number, at: number): void {
@@ -35,10 +35,10 @@ function onCounted(kind: Kind, s: Socket, counted: number, at: number): void {
   }
 }
 
-function openGate(url: string, token: string, planId: string, localAddress: string, query: string): Promise<void> {
+function openGate(kind: "gate" | "graphql", url: string, token: string, planId: string, localAddress: string, query: string): Promise<void> {
   const ws = new WebSocket(`${url.replace(/^http/, "ws")}/graphql`, "graphql-transport-ws", { localAddress, perMessageDeflate: false });
   const s: Socket = { counted: -1, arrivedAt: 0, ws };
-  sockets.gate.push(s);
+  sockets[kind].push(s);
   return new Promise((resolve, reject) => {
     ws.on("open", () => ws.send(JSON.stringify({ type: "connection_init", payload: { authorization: `Bearer ${token}` } })));
     ws.on("error", reject);
@@ -49,9 +49,9 @@ function openGate(url: string, token: string, planId: string, localAddress: stri
       const message = JSON.parse(text) as { type: string };
       const counted = approvalsCounted(message);
       if (counted !== undefined) {
-        sample ??= text;
+        if (kind === "gate") sample ??= text;
         if (s.counted < 0) resolve();
-        onCounted("gate", s, counted, at);
+        onCounted(kind, s, counted, at);
       } else if (message.type === "connection_ack") {
         ws.send(JSON.stringify({ id: "1", type: "subscribe", payload: { query, variables: { planId } } }));
       } else if (message.type === "error" || message.type === "complete") {
@@ -87,8 +87,8 @@ process.on("message", (m: ToClient) => {
     try {
       if (m.type === "open-gate") {
         const start = monotonicMs();
-        await openMany(m.count, (i) => openGate(m.url, m.tokens[i % m.tokens.length]!, m.planId, m.localAddress, m.query));
-        send({ type: "opened", kind: "gate", count: sockets.gate.length, ms: monotonicMs() - start, sample });
+        await openMany(m.count, (i) => openGate(m.kind, m.url, m.tokens[i % m.tokens.length]!, m.planId, m.localAddress, m.query));
+        send({ type: "opened", kind: m.kind, count: sockets[m.kind].length, ms: monotonicMs() - start, sample: m.kind === "gate" ? sample : null });
       } else if (m.type === "open-bare") {
         const start = monotonicMs();
         await openMany(m.count, () => openBare(m.url, m.localAddress));
@@ -102,8 +102,11 @@ process.on("message", (m: ToClient) => {
         }, ROUND_TIMEOUT_MS);
         armed[m.kind] = { target: m.target, reached, timer };
         send({ type: "armed", kind: m.kind });
+      } else if (m.type === "drop") {
+        for (const s of sockets[m.kind].splice(0)) s.ws.terminate();
+        send({ type: "dropped", kind: m.kind });
       } else if (m.type === "close") {
-        for (const s of [...sockets.gate, ...sockets.bare]) s.ws.terminate();
+        for (const s of Object.values(sockets).flat()) s.ws.terminate();
         process.exit(0);
       }
     } catch (error) {
