@@ -10,7 +10,8 @@
 //   rows: at most 3× its p50;
 // - the check API as a runner calls it (a service account asking about a member, by resource id,
 //   the docs' selection): one question within 1.5× the p50 of the same client's `viewer` round
-//   trip, timed in the same rounds; a batch of 100 under 5 ms p95.
+//   trip, timed in the same rounds; a batch of 100 under 5 ms p95 — and, as context, the same
+//   batch answered without GraphQL (bench/http-check-bare.ts: token, Redis, the product's service).
 //
 // Every response is checked: a load run whose responses are not the expected body (a 429, an
 // error, a wrong viewer) is reported as failed, not as fast. Loopback only; every loop is bounded.
@@ -373,53 +374,60 @@ function question(s: Seeded, i: number) {
   return { principalId, resourceType: "workspace", action: ["approve", "read", "update"][i % 3]!, resourceId: s.workspaceIds[i % s.workspaceIds.length]! };
 }
 
-async function checkApiRows(countersign: Started, s: Seeded): Promise<BenchRow[]> {
+async function checkApiRows(countersign: Started, checkBare: Started, s: Seeded): Promise<BenchRow[]> {
   const headers = { "content-type": "application/json", authorization: `Bearer ${s.runnerToken}` };
-  const post = (body: string) => fetch(countersign.url, { method: "POST", headers, body }).then(async (res) => ({ status: res.status, text: await res.text() }));
+  const bareUrl = checkBare.url.replace(/\/graphql$/, "/check");
+  const post = (body: string, url = countersign.url) => fetch(url, { method: "POST", headers, body }).then(async (res) => ({ status: res.status, text: await res.text() }));
+  const checks = Array.from({ length: 100 }, (_, i) => question(s, i));
   const bodies = {
     viewer: JSON.stringify({ query: "{ viewer { name } }" }),
     one: JSON.stringify({ query: CHECK_QUERY, variables: { checks: [question(s, 0)] } }),
-    batch: JSON.stringify({ query: CHECK_QUERY, variables: { checks: Array.from({ length: 100 }, (_, i) => question(s, i)) } }),
+    batch: JSON.stringify({ query: CHECK_QUERY, variables: { checks } }),
+    bare: JSON.stringify({ checks }),
   };
+  const urlOf = (key: keyof typeof bodies) => (key === "bare" ? bareUrl : countersign.url);
   // Every answer is checked against the first one, which must answer every question without an error.
   const expected = {} as Record<keyof typeof bodies, string>;
   for (const [key, body] of Object.entries(bodies) as [keyof typeof bodies, string][]) {
-    const { status, text } = await post(body);
-    const json = JSON.parse(text) as { data?: { checkPermissions?: { data?: { allowed: boolean }[] } }; errors?: unknown[] };
-    const answered = key === "viewer" ? (json.data ? 1 : 0) : (json.data?.checkPermissions?.data?.length ?? 0);
-    if (status !== 200 || json.errors || answered !== (key === "batch" ? 100 : 1)) throw new Error(`check API (${key}) answered ${status}: ${text.slice(0, 300)}`);
+    const { status, text } = await post(body, urlOf(key));
+    const json = JSON.parse(text) as { data?: { checkPermissions?: { data?: { allowed: boolean }[] } } | { allowed: boolean }[]; errors?: unknown[] };
+    const answered = key === "viewer" ? (json.data ? 1 : 0) : key === "bare" ? (Array.isArray(json.data) ? json.data.length : 0) : ((json.data as { checkPermissions?: { data?: unknown[] } })?.checkPermissions?.data?.length ?? 0);
+    if (status !== 200 || json.errors || answered !== (key === "batch" || key === "bare" ? 100 : 1)) throw new Error(`check API (${key}) answered ${status}: ${text.slice(0, 300)}`);
     expected[key] = text;
   }
-  const allowed = (JSON.parse(expected.batch) as { data: { checkPermissions: { data: { allowed: boolean }[] } } }).data.checkPermissions.data.filter((a) => a.allowed).length;
-  log(`check API: the batch of 100 allows ${allowed}`);
-  const samples = { viewer: [] as number[], one: [] as number[], batch: [] as number[] };
+  const allowed = (JSON.parse(expected.batch) as { data: { checkPermissions: { data: { allowed: boolean }[] } } }).data.checkPermissions.data.map((a) => a.allowed);
+  const bareAllowed = (JSON.parse(expected.bare) as { data: { allowed: boolean }[] }).data.map((a) => a.allowed);
+  if (allowed.join() !== bareAllowed.join()) throw new Error("the check without GraphQL answered the batch otherwise than the check API");
+  log(`check API: the batch of 100 allows ${allowed.filter(Boolean).length}`);
+  const samples = { viewer: [] as number[], one: [] as number[], batch: [] as number[], bare: [] as number[] };
   // The server's CPU time across each kind's calls (clock ticks, summed over the 300 calls): it
   // moves much less than wall time when other work shares the machine.
-  const cpuMs = { viewer: 0, one: 0, batch: 0 };
-  const pid = countersign.child.pid!;
+  const cpuMs = { viewer: 0, one: 0, batch: 0, bare: 0 };
   const timeOne = async (key: keyof typeof bodies, keep: boolean) => {
     let answer = { status: 0, text: "" };
+    const pid = (key === "bare" ? checkBare : countersign).child.pid!;
     const cpuBefore = cpuMsOf(pid);
-    const ms = await msOf(async () => (answer = await post(bodies[key])));
+    const ms = await msOf(async () => (answer = await post(bodies[key], urlOf(key))));
     if (keep) cpuMs[key] += cpuMsOf(pid) - cpuBefore;
     if (answer.status !== 200 || answer.text !== expected[key]) throw new Error(`check API (${key}) answered ${answer.status}: ${answer.text.slice(0, 300)}`);
     if (keep) samples[key].push(ms);
   };
   // Rounds of each kind in turn, so a burst of load from elsewhere on the machine falls on all three.
   for (let r = 0; r <= CHECK_ROUNDS; r++) {
-    for (const key of ["viewer", "one", "batch"] as const) {
+    for (const key of ["viewer", "one", "batch", "bare"] as const) {
       for (let i = 0; i < CHECK_PER_ROUND; i++) await timeOne(key, r > 0); // round 0 warms up
     }
   }
   const viewer = summarize(samples.viewer);
   const one = summarize(samples.one);
   const batch = summarize(samples.batch);
+  const bare = summarize(samples.bare);
   log(
     `check API: viewer p50 ${viewer.p50.toFixed(2)} ms p95 ${viewer.p95.toFixed(2)} ms; one question p50 ${one.p50.toFixed(2)} ms p95 ${one.p95.toFixed(2)} ms; ` +
-      `batch of 100 p50 ${batch.p50.toFixed(2)} ms p95 ${batch.p95.toFixed(2)} ms; load average ${load1()}`,
+      `batch of 100 p50 ${batch.p50.toFixed(2)} ms p95 ${batch.p95.toFixed(2)} ms; without GraphQL p50 ${bare.p50.toFixed(2)} ms p95 ${bare.p95.toFixed(2)} ms; load average ${load1()}`,
   );
   const cpuPer = (key: keyof typeof bodies) => cpuMs[key] / Math.max(1, samples[key].length);
-  log(`check API: server CPU per call: viewer ${cpuPer("viewer").toFixed(2)} ms, one question ${cpuPer("one").toFixed(2)} ms, batch of 100 ${cpuPer("batch").toFixed(2)} ms`);
+  log(`check API: server CPU per call: viewer ${cpuPer("viewer").toFixed(2)} ms, one question ${cpuPer("one").toFixed(2)} ms, batch of 100 ${cpuPer("batch").toFixed(2)} ms, without GraphQL ${cpuPer("bare").toFixed(2)} ms`);
   const label = "check API (runner: a member, by resource id), one client";
   return [
     row(`${label}: one question (p50)`, one.p50, "ms", {
@@ -431,6 +439,10 @@ async function checkApiRows(countersign: Started, s: Seeded): Promise<BenchRow[]
     row(`${label}: batch of 100 (p50)`, batch.p50, "ms", { baseline: { name: "viewer round trip p50", value: viewer.p50 }, target: "context" }),
     row(`${label}: batch of 100 (p95)`, batch.p95, "ms", { baseline: { name: "viewer round trip p95", value: viewer.p95 }, max: 5 }),
     row(`${label}: batch of 100, server CPU per call`, cpuPer("batch"), "ms", { baseline: { name: "viewer's server CPU per call", value: cpuPer("viewer") }, target: "context" }),
+    // What leaving GraphQL would save: the same batch, token read, Redis round trip and service, on node:http.
+    row(`${label}: batch of 100 without GraphQL (p50)`, bare.p50, "ms", { baseline: { name: "the check API's p50, same rounds", value: batch.p50 }, target: "context" }),
+    row(`${label}: batch of 100 without GraphQL (p95)`, bare.p95, "ms", { baseline: { name: "the check API's p95, same rounds", value: batch.p95 }, target: "context" }),
+    row(`${label}: batch of 100 without GraphQL, server CPU per call`, cpuPer("bare"), "ms", { baseline: { name: "the check API's", value: cpuPer("batch") }, target: "context" }),
   ];
 }
 
@@ -456,7 +468,15 @@ export async function run(): Promise<BenchRow[]> {
       log(`servers up; load average ${load1()}`);
       const rows = await throughputRows(bare, countersign, seeded.token);
       if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, seeded)));
-      if (ONLY.has("check")) rows.push(...(await checkApiRows(countersign, seeded)));
+      if (ONLY.has("check")) {
+        // The same batch without GraphQL (bench/http-check-bare.ts), started only for these rows.
+        const checkBare = await start("check-bare", ["--import", "tsx", "bench/http-check-bare.ts"], { DATABASE_URL: BENCH_DATABASE_URL, DATABASE_SCHEMA: schema, REDIS_URL });
+        try {
+          rows.push(...(await checkApiRows(countersign, checkBare, seeded)));
+        } finally {
+          await stop(checkBare);
+        }
+      }
       log(`load average at the end ${load1()}`);
       return rows;
     } finally {
