@@ -11,7 +11,8 @@
 // - the check API as a runner calls it (a service account asking about a member, by resource id,
 //   the docs' selection): one question within 1.5× the p50 of the same client's `viewer` round
 //   trip, timed in the same rounds; a batch of 100 under 5 ms p95 — and, as context, the same
-//   batch answered without GraphQL (bench/http-check-bare.ts: token, Redis, the product's service).
+//   batch answered without GraphQL (bench/http-no-graphql.ts: token, Redis, the product's service);
+//   the workspace list likewise, beside the raw SQL.
 //
 // Every response is checked: a load run whose responses are not the expected body (a 429, an
 // error, a wrong viewer) is reported as failed, not as fast. Loopback only; every loop is bounded.
@@ -295,7 +296,7 @@ async function throughputRows(bare: Started, countersign: Started, token: string
   return rows;
 }
 
-async function workspaceListRows(db: Database, countersign: Started, s: Seeded): Promise<BenchRow[]> {
+async function workspaceListRows(db: Database, countersign: Started, noGraphql: Started, s: Seeded): Promise<BenchRow[]> {
   // Exactly what the dashboard sends (src/dashboard/app.ts, loadWorkspaces): the generated document, 100 a page.
   const body = JSON.stringify({ query: WorkspacesDocument.toString(), variables: { first: 100, after: null } });
   const headersOf = (token: string) => ({ "content-type": "application/json", authorization: `Bearer ${token}` });
@@ -312,17 +313,29 @@ async function workspaceListRows(db: Database, countersign: Started, s: Seeded):
   if (edges.length !== WORKSPACES || openPlans !== 2 * WORKSPACES || reservations !== WORKSPACES) throw new Error("the workspace list did not return the seeded rows");
   const raw = await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true });
   if (raw.length !== WORKSPACES) throw new Error(`the raw workspace list returned ${raw.length} rows`);
+  // The same list without GraphQL: the same rows, the same people, no executor.
+  const listUrl = noGraphql.url.replace(/\/graphql$/, "/workspaces");
+  const bare = async () => {
+    const res = await fetch(listUrl, { method: "POST", headers: headersOf(s.token), body: "{}" });
+    const json = (await res.json()) as { data?: { edges: { node: { reservations: unknown[]; openPlans: unknown[] } }[] } };
+    if (res.status !== 200 || !json.data) throw new Error(`the list without GraphQL answered ${res.status}`);
+    return json.data.edges;
+  };
+  const bareEdges = await bare();
+  if (bareEdges.length !== WORKSPACES || bareEdges.reduce((n, e) => n + e.node.openPlans.length, 0) !== openPlans) throw new Error("the list without GraphQL did not return the seeded rows");
 
   // Rounds of each in turn (20 warm-up calls each first), so a burst of load from elsewhere falls on both.
   const httpSamples: number[] = [];
   const approverSamples: number[] = [];
   const sqlSamples: number[] = [];
+  const bareSamples: number[] = [];
   const approver = headersOf(s.approverToken);
   if ((await once(approver)).length !== WORKSPACES) throw new Error("the approver's workspace list did not return the seeded rows");
   await timeAsync(async () => consume(await once(approver)), { warmup: 20, iterations: 0 });
   const rawSql = async () => consume(await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true }));
   await timeAsync(async () => consume(await once()), { warmup: 20, iterations: 0 });
   await timeAsync(rawSql, { warmup: 20, iterations: 0 });
+  await timeAsync(async () => consume(await bare()), { warmup: 20, iterations: 0 });
   // The server's CPU time across the HTTP calls (clock ticks), as the check API's rows below.
   let serverCpuMs = 0;
   const pid = countersign.child.pid!;
@@ -332,14 +345,16 @@ async function workspaceListRows(db: Database, countersign: Started, s: Seeded):
     serverCpuMs += cpuMsOf(pid) - cpuBefore;
     for (let i = 0; i < 20; i++) sqlSamples.push(await msOf(rawSql));
     for (let i = 0; i < 20; i++) approverSamples.push(await msOf(async () => consume(await once(approver))));
+    for (let i = 0; i < 20; i++) bareSamples.push(await msOf(async () => consume(await bare())));
   }
   const http = summarize(httpSamples);
   const asApprover = summarize(approverSamples);
   const sql = summarize(sqlSamples);
+  const withoutGraphql = summarize(bareSamples);
   const cpuPerCall = serverCpuMs / httpSamples.length;
   log(
     `workspace list: HTTP p50 ${http.p50.toFixed(2)} ms p99 ${http.p99.toFixed(2)} ms (server CPU ${cpuPerCall.toFixed(2)} ms a call); ` +
-      `raw SQL p50 ${sql.p50.toFixed(2)} ms; as an approver p50 ${asApprover.p50.toFixed(2)} ms; load average ${load1()}`,
+      `raw SQL p50 ${sql.p50.toFixed(2)} ms; without GraphQL p50 ${withoutGraphql.p50.toFixed(2)} ms; as an approver p50 ${asApprover.p50.toFixed(2)} ms; load average ${load1()}`,
   );
   const label = `workspace list (dashboard), ${WORKSPACES} workspaces with reservations and open plans, one client`;
   return [
@@ -352,6 +367,8 @@ async function workspaceListRows(db: Database, countersign: Started, s: Seeded):
     row(`${label}, server CPU per call`, cpuPerCall, "ms", { target: "context" }),
     // The same list for a caller who may reserve: what each workspace lets them reserve is read too.
     row(`${label}, as an approver (p50)`, asApprover.p50, "ms", { baseline: { name: "the reader's p50, same rounds", value: http.p50 }, target: "context" }),
+    // What leaving GraphQL would save: the same rows and people as JSON from node:http (bench/http-no-graphql.ts).
+    row(`${label}, without GraphQL (p50)`, withoutGraphql.p50, "ms", { baseline: { name: "raw SQL of the same rows, one statement", value: sql.p50 }, target: "context" }),
   ];
 }
 
@@ -374,9 +391,9 @@ function question(s: Seeded, i: number) {
   return { principalId, resourceType: "workspace", action: ["approve", "read", "update"][i % 3]!, resourceId: s.workspaceIds[i % s.workspaceIds.length]! };
 }
 
-async function checkApiRows(countersign: Started, checkBare: Started, s: Seeded): Promise<BenchRow[]> {
+async function checkApiRows(countersign: Started, noGraphql: Started, s: Seeded): Promise<BenchRow[]> {
   const headers = { "content-type": "application/json", authorization: `Bearer ${s.runnerToken}` };
-  const bareUrl = checkBare.url.replace(/\/graphql$/, "/check");
+  const bareUrl = noGraphql.url.replace(/\/graphql$/, "/check");
   const post = (body: string, url = countersign.url) => fetch(url, { method: "POST", headers, body }).then(async (res) => ({ status: res.status, text: await res.text() }));
   const checks = Array.from({ length: 100 }, (_, i) => question(s, i));
   const bodies = {
@@ -405,7 +422,7 @@ async function checkApiRows(countersign: Started, checkBare: Started, s: Seeded)
   const cpuMs = { viewer: 0, one: 0, batch: 0, bare: 0 };
   const timeOne = async (key: keyof typeof bodies, keep: boolean) => {
     let answer = { status: 0, text: "" };
-    const pid = (key === "bare" ? checkBare : countersign).child.pid!;
+    const pid = (key === "bare" ? noGraphql : countersign).child.pid!;
     const cpuBefore = cpuMsOf(pid);
     const ms = await msOf(async () => (answer = await post(bodies[key], urlOf(key))));
     if (keep) cpuMs[key] += cpuMsOf(pid) - cpuBefore;
@@ -467,14 +484,14 @@ export async function run(): Promise<BenchRow[]> {
       });
       log(`servers up; load average ${load1()}`);
       const rows = await throughputRows(bare, countersign, seeded.token);
-      if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, seeded)));
-      if (ONLY.has("check")) {
-        // The same batch without GraphQL (bench/http-check-bare.ts), started only for these rows.
-        const checkBare = await start("check-bare", ["--import", "tsx", "bench/http-check-bare.ts"], { DATABASE_URL: BENCH_DATABASE_URL, DATABASE_SCHEMA: schema, REDIS_URL });
+      if (ONLY.has("workspaces") || ONLY.has("check")) {
+        // The same list and batch without GraphQL (bench/http-no-graphql.ts), started only for these rows.
+        const noGraphql = await start("no-graphql", ["--import", "tsx", "bench/http-no-graphql.ts"], { DATABASE_URL: BENCH_DATABASE_URL, DATABASE_SCHEMA: schema, REDIS_URL });
         try {
-          rows.push(...(await checkApiRows(countersign, checkBare, seeded)));
+          if (ONLY.has("workspaces")) rows.push(...(await workspaceListRows(db, countersign, noGraphql, seeded)));
+          if (ONLY.has("check")) rows.push(...(await checkApiRows(countersign, noGraphql, seeded)));
         } finally {
-          await stop(checkBare);
+          await stop(noGraphql);
         }
       }
       log(`load average at the end ${load1()}`);
