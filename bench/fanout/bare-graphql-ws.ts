@@ -7,9 +7,9 @@
 import { buildSchema } from "graphql";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
-import type { FromBare } from "./protocol.js";
+import type { FromBareGraphql } from "./protocol.js";
 
-const send = (m: FromBare) => process.send?.(m);
+const send = (m: FromBareGraphql) => process.send?.(m);
 
 const schema = buildSchema(`
   type Query { ok: Boolean }
