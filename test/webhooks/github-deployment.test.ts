@@ -127,6 +127,23 @@ async function deliver(body: string, options: { event?: string; secret?: string;
 }
 
 const tick = () => t.app.services.github.tick();
+
+/**
+ * The callback GitHub got for `runId`, after the worker's ticks: one tick decides and answers a
+ * request whose plan is decided, and this waits (5 s at most, ticking) only so that a slow
+ * machine does not fail the test; a callback that never comes fails with the request's rows
+ * (status, attempts, last error), which say why.
+ */
+async function callbackOf(runId: number): Promise<Callback> {
+  const until = Date.now() + 5_000;
+  for (;;) {
+    const [callback] = gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`));
+    if (callback) return callback;
+    if (Date.now() > until) throw new Error(`no callback for run ${runId}: ${JSON.stringify(await requestsOf(runId))}`);
+    await new Promise((r) => setTimeout(r, 50));
+    await tick();
+  }
+}
 const requestsOf = (runId: string | number) => t.db.prisma.githubProtectionRequest.findMany({ where: { runId: String(runId) }, include: { callbacks: { orderBy: { attempt: "asc" } } } });
 
 /** A workspace (needing `approvals`) mapped to a fresh environment of REPO. */
@@ -271,11 +288,11 @@ describe("answering GitHub", () => {
     expect(gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`))).toEqual([]);
     expect((await o.approve(second.token, plan.id)).__typename).toBe("MutationApprovePlanSuccess");
     await tick();
-    const [callback] = gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`));
-    expect(callback!.path).toBe(`/repos/${REPO}/actions/runs/${runId}/deployment_protection_rule`);
-    expect(callback!.body).toMatchObject({ environment_name: environment, state: "approved" });
-    expect(callback!.body.comment).toMatch(/approved by First Approver[^,]*, Second Approver/);
-    expect(callback!.body.comment).toContain(`https://countersign.example/#plan/${plan.id}`);
+    const callback = await callbackOf(runId);
+    expect(callback.path).toBe(`/repos/${REPO}/actions/runs/${runId}/deployment_protection_rule`);
+    expect(callback.body).toMatchObject({ environment_name: environment, state: "approved" });
+    expect(callback.body.comment).toMatch(/approved by First Approver[^,]*, Second Approver/);
+    expect(callback.body.comment).toContain(`https://countersign.example/#plan/${plan.id}`);
     const [request] = await requestsOf(runId);
     expect(request).toMatchObject({ status: "delivered", state: "approved", responseCode: 204 });
     expect(request!.callbacks.map((c) => [c.attempt, c.responseCode])).toEqual([[1, 204]]);
@@ -299,8 +316,8 @@ describe("answering GitHub", () => {
     const approver = await person(t, org.orgId, "Only Approver");
     await o.approve(approver.token, plan.id);
     await tick();
-    const [callback] = gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`));
-    expect(callback!.body).toMatchObject({ environment_name: environment, state: "approved" });
+    const callback = await callbackOf(runId);
+    expect(callback.body).toMatchObject({ environment_name: environment, state: "approved" });
   });
 
   it("a plan superseded before its gate passed can no longer pass: the deployment is rejected, saying so", async () => {
@@ -312,19 +329,19 @@ describe("answering GitHub", () => {
     await tick();
     const newer = await o.submit(org.adminToken, ws.id, [{ address: "aws_iam_role.deploy", action: "UPDATE" }], { runUrl: runPage(runId + 200000) });
     await tick();
-    const [callback] = gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`));
-    expect(callback!.body).toMatchObject({ environment_name: environment, state: "rejected" });
-    expect(callback!.body.comment).toContain(`${plan.id}`);
-    expect(callback!.body.comment).toContain(`superseded by plan ${newer.id}`);
+    const callback = await callbackOf(runId);
+    expect(callback.body).toMatchObject({ environment_name: environment, state: "rejected" });
+    expect(callback.body.comment).toContain(`${plan.id}`);
+    expect(callback.body.comment).toContain(`superseded by plan ${newer.id}`);
   });
 
   it("an environment no mapping names is rejected at once with a comment saying it is not configured (fail closed)", async () => {
     const runId = ++runs;
     expect((await deliver(JSON.stringify(protectionEvent(runId, "unmapped-env")))).body.status).toBe("rejected_unmapped");
     await tick();
-    const [callback] = gh.callbacks.filter((c) => c.path.includes(`/runs/${runId}/`));
-    expect(callback!.body.state).toBe("rejected");
-    expect(callback!.body.comment).toContain(`no Countersign workspace is mapped to ${REPO.toLowerCase()} environment "unmapped-env"`);
+    const callback = await callbackOf(runId);
+    expect(callback.body.state).toBe("rejected");
+    expect(callback.body.comment).toContain(`no Countersign workspace is mapped to ${REPO.toLowerCase()} environment "unmapped-env"`);
   });
 
   it("a request still waiting after GitHub's 30-day hold is closed failed, and nothing is sent", async () => {
