@@ -3,15 +3,15 @@
 // latency, beside a bare `ws` server fanning the same message out to as many sockets.
 //
 // Five kinds of process, loopback only: this one seeds the schema (bench/gate.ts's seed) and
-// commits the approvals; one Countersign server (`src/main.ts`, with bench/fanout/probe.ts
-// loaded to report its memory over IPC); one bare ws server (bench/fanout/bare-server.ts); one
-// bare graphql-ws server answering the same subscription from memory
-// (bench/fanout/bare-graphql-ws.ts: the protocol's own share of an opening); and two client
-// processes (bench/fanout/client.ts) holding the sockets, half each, so no server's memory
-// holds a client. Memory is read from the Countersign and bare ws servers after two full GCs,
-// before and after their 10,000 sockets are open. A round is one approval (every planGate subscriber
-// must see approvalsCounted move) and then one bare fan-out of the same message, alternating,
-// so both see the same minutes of this shared VM. Every wait is bounded.
+// commits the approvals; one Countersign server (`node scripts/start.mjs`, the production
+// command, with bench/fanout/probe.mjs loaded to report its memory over IPC); one bare ws
+// server (bench/fanout/bare-server.ts); one bare graphql-ws server answering the same
+// subscription from memory (bench/fanout/bare-graphql-ws.ts: the protocol's own share of an
+// opening); and two client processes (bench/fanout/client.ts) holding the sockets, half each,
+// so no server's memory holds a client. Memory is read from the Countersign and bare ws servers
+// after two full GCs, before and after their 10,000 sockets are open. A round is one approval
+// (every planGate subscriber must see approvalsCounted move) and then one bare fan-out of the
+// same message, alternating, so both see the same minutes of this shared VM. Every wait is bounded.
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomInt } from "node:crypto";
@@ -105,11 +105,11 @@ class Child<In, Out extends { type: string }> {
 }
 
 const tsx = ["--import", "tsx"];
-const probe = ["--expose-gc", ...tsx, "--import", pathToFileURL(`${ROOT}bench/fanout/probe.ts`).href];
+const probe = ["--expose-gc", "--import", pathToFileURL(`${ROOT}bench/fanout/probe.mjs`).href];
 
 async function startCountersign(schema: string): Promise<{ url: string; child: Child<ToProbe, FromProbe | { type: "failed" }> }> {
   const port = await freePort();
-  const child = new Child<ToProbe, FromProbe | { type: "failed" }>("countersign server", [...probe, ...(CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROFILE}`] : []), "src/main.ts"], {
+  const child = new Child<ToProbe, FromProbe | { type: "failed" }>("countersign server", [...probe, ...(CPU_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROFILE}`] : []), "scripts/start.mjs"], {
     ...process.env,
     DATABASE_URL: BENCH_DATABASE_URL,
     DATABASE_SCHEMA: schema,
@@ -174,7 +174,7 @@ export async function run(): Promise<BenchRow[]> {
     const tokens = [...new Set(seeded.subscriberTokens)];
     const events = createEventBus({ redisUrl: REDIS_URL });
     const server = await startCountersign(schema);
-    const bare = new Child<ToBare, FromBare | { type: "failed" }>("bare ws server", [...probe.slice(0, 3), "bench/fanout/bare-server.ts"]);
+    const bare = new Child<ToBare, FromBare | { type: "failed" }>("bare ws server", ["--expose-gc", ...tsx, "bench/fanout/bare-server.ts"]);
     const bareListening = bare.next("listening");
     const bareGraphql = new Child<never, FromBareGraphql>("bare graphql-ws server", [...tsx, "bench/fanout/bare-graphql-ws.ts"]);
     // Asked for at once: a message nobody waits for yet is dropped.

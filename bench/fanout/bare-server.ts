@@ -5,7 +5,7 @@
 // The memory probe answers over the same IPC channel.
 
 import { WebSocketServer, type WebSocket } from "ws";
-import "./probe.js";
+import "./probe.mjs";
 import type { FromBare, ToBare } from "./protocol.js";
 
 const send = (m: FromBare) => process.send?.(m);
