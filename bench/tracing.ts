@@ -1,7 +1,8 @@
-// What traces cost a request: two Countersign servers (`tsx src/main.ts`, one bench schema), one
-// exporting traces over OTLP/HTTP (http/protobuf, the default) to a receiver in this process and
-// one with no endpoint, loaded alternately by the same bounded client (autocannon, same
-// connections, same duration, warm-up first) with the authenticated `{ viewer { name } }`.
+// What traces cost a request: two Countersign servers (`node scripts/start.mjs`, the production
+// command, one bench schema), one exporting traces over OTLP/HTTP (http/protobuf, the default)
+// to a receiver in this process and one with no endpoint, loaded alternately by the same bounded
+// client (autocannon, same connections, same duration, warm-up first) with the authenticated
+// `{ viewer { name } }`.
 //
 // The row is each server's own CPU time per answered request (from /proc, so what else the
 // machine runs does not enter it): traced ÷ untraced, target ≤ 1.25×. The receiver counts what it
@@ -62,7 +63,9 @@ interface Started {
 async function start(label: string, env: Record<string, string>): Promise<Started> {
   const port = await freePort();
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("OTEL_")));
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  // BENCH_TRACING_CPU_PROF=<dir>: a `--cpu-prof` profile of each server, in <dir>/<label>.
+  const profile = process.env.BENCH_TRACING_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_TRACING_CPU_PROF}/${label}`] : [];
+  const child = spawn(process.execPath, [...profile, "scripts/start.mjs"], {
     cwd: ROOT,
     env: { ...base, ...env, PORT: String(port), HOST: "127.0.0.1" },
     stdio: ["ignore", "ignore", "inherit"],
