@@ -3,7 +3,7 @@
 // subscriber on another process under 50 ms p99 with 1,000 concurrent subscribers on one
 // process. Each figure stands beside a baseline measured in the same run.
 //
-// The delivery half runs a real second server process (`tsx src/main.ts`) on the bench's
+// The delivery half runs a real second server process (`node scripts/start.mjs`) on the bench's
 // PostgreSQL schema and Redis; this process commits approvals (the service call returns right
 // after its transaction commits and the event is published) and holds 1,000 graphql-ws
 // subscriptions to the other process, one WebSocket each, for 100 distinct users. Loopback only;
@@ -215,7 +215,7 @@ async function startServer(schema: string): Promise<{ url: string; child: ChildP
   const root = fileURLToPath(new URL("..", import.meta.url));
   const profile = process.env.BENCH_GATE_CPU_PROF ? ["--cpu-prof", "--cpu-prof-interval", "100", `--cpu-prof-dir=${process.env.BENCH_GATE_CPU_PROF}`] : [];
   const flags = (process.env.BENCH_GATE_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...profile, ...flags, "--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...profile, ...flags, "scripts/start.mjs"], {
     cwd: root,
     env: {
       ...process.env,
