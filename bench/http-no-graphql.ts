@@ -23,7 +23,7 @@ import { Authz, type SignedInAuthz } from "../src/authz/authz.js";
 import { EpochCache, type PrincipalCache } from "../src/authz/principal.js";
 import { openPostgres } from "../src/infra/db.js";
 import { checkPermissions, type PermissionCheckInput } from "../src/services/permission-check.js";
-import { workspaceListRows } from "../src/services/workspace-list.js";
+import { peopleNamedBy, workspaceListRows } from "../src/services/workspace-list.js";
 import { listWorkspaceIds } from "../src/services/workspaces.js";
 
 const db = await openPostgres(process.env.DATABASE_URL!, process.env.DATABASE_SCHEMA);
@@ -32,19 +32,16 @@ const principals: PrincipalCache = new EpochCache();
 
 async function signedIn(req: IncomingMessage): Promise<SignedInAuthz | null> {
   const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
-  const key = `bench:no-graphql:${token ? hashToken(token).slice(0, 16) : "anonymous"}`;
-  const [authenticated] = await Promise.all([authenticateWithEpoch(db.sql, token ? hashToken(token) : null), redis.multi().incr(key).pexpire(key, 1000).exec()]);
+  const tokenHash = token ? hashToken(token) : null;
+  const key = `bench:no-graphql:${tokenHash?.slice(0, 16) ?? "anonymous"}`;
+  const [authenticated] = await Promise.all([authenticateWithEpoch(db.sql, tokenHash), redis.multi().incr(key).pexpire(key, 1000).exec()]);
   return authenticated ? (new Authz(db.sql, authenticated.viewer, { cache: principals, epoch: authenticated.authzEpoch }) as SignedInAuthz) : null;
 }
 
 async function workspaces(authz: SignedInAuthz): Promise<unknown> {
   const page = await listWorkspaceIds(db, authz, { first: 100, after: null });
   const rows = await workspaceListRows(db, page.rows.map((r) => r.id));
-  const ids = new Set<string>();
-  for (const w of rows) {
-    for (const r of w.reservations) for (const id of [r.holderUserId, r.placedById, r.releasedById]) if (id) ids.add(id);
-    for (const p of w.plans) for (const id of [p.submittedById, ...p.approvals.flatMap((a) => [a.userId, a.withdrawnById])]) if (id) ids.add(id);
-  }
+  const ids = new Set(peopleNamedBy(rows).filter((id) => id !== null));
   const people = new Map(
     (await db.sql.query<{ id: string; name: string }>(`SELECT id, name FROM users WHERE id = ANY($1::text[])`, [[...ids]], { prepare: true })).map((u) => [u.id, u]),
   );

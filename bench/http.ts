@@ -314,7 +314,7 @@ async function workspaceListRows(db: Database, countersign: Started, noGraphql: 
   const raw = await db.sql.query(RAW_WORKSPACE_LIST_SQL, [s.orgId], { prepare: true });
   if (raw.length !== WORKSPACES) throw new Error(`the raw workspace list returned ${raw.length} rows`);
   // The same list without GraphQL: the same rows, the same people, no executor.
-  const listUrl = noGraphql.url.replace(/\/graphql$/, "/workspaces");
+  const listUrl = new URL("/workspaces", noGraphql.url).href;
   const bare = async () => {
     const res = await fetch(listUrl, { method: "POST", headers: headersOf(s.token), body: "{}" });
     const json = (await res.json()) as { data?: { edges: { node: { reservations: unknown[]; openPlans: unknown[] } }[] } };
@@ -393,7 +393,7 @@ function question(s: Seeded, i: number) {
 
 async function checkApiRows(countersign: Started, noGraphql: Started, s: Seeded): Promise<BenchRow[]> {
   const headers = { "content-type": "application/json", authorization: `Bearer ${s.runnerToken}` };
-  const bareUrl = noGraphql.url.replace(/\/graphql$/, "/check");
+  const bareUrl = new URL("/check", noGraphql.url).href;
   const post = (body: string, url = countersign.url) => fetch(url, { method: "POST", headers, body }).then(async (res) => ({ status: res.status, text: await res.text() }));
   const checks = Array.from({ length: 100 }, (_, i) => question(s, i));
   const bodies = {

@@ -10,13 +10,12 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { generateToken, hashToken, tokenPrefix } from "../src/auth/tokens.js";
 import type { Database } from "../src/infra/db.js";
-import { BENCH_DATABASE_URL, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
+import { BENCH_DATABASE_URL, cpuMsOf, freePort, load1, log, row, withBenchSchema, type BenchRow } from "./lib.js";
 
 const CONNECTIONS = Number(process.env.BENCH_TRACING_CONNECTIONS ?? 8);
 const SECONDS = Number(process.env.BENCH_TRACING_SECONDS ?? 6);
@@ -88,13 +87,6 @@ async function stop(server: Started | undefined): Promise<void> {
   if (!server || server.child.exitCode !== null) return;
   server.child.kill("SIGTERM");
   await new Promise((r) => server.child.once("exit", r).once("error", r));
-}
-
-/** utime + stime of a process, in ms (Linux /proc; clock ticks are 100 Hz here). */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 interface Load {

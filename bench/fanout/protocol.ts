@@ -5,7 +5,8 @@
 // client process is compared with a commit stamped in the bench process directly.
 
 /** planGate subscriptions to Countersign, plain sockets to the bare ws server, the same subscriptions to bare graphql-ws. */
-export type Kind = "gate" | "bare" | "graphql";
+export const KINDS = ["gate", "bare", "graphql"] as const;
+export type Kind = (typeof KINDS)[number];
 
 export type ToClient =
   /** Open `count` planGate subscriptions (graphql-transport-ws, one socket each), tokens by i % tokens.length; `kind` "graphql" for bare graphql-ws. */

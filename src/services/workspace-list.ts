@@ -91,6 +91,14 @@ interface ListJson {
   plans: { row: Json; approvals: Json[]; changes: number }[];
 }
 
+/** The people the list's rows name (who holds, placed and released a reservation; who submitted, approved and withdrew), ids with nulls. */
+export function peopleNamedBy(rows: readonly WorkspaceListRow[]): (string | null)[] {
+  return rows.flatMap((w) => [
+    ...w.reservations.flatMap((r) => [r.holderUserId, r.placedById, r.releasedById]),
+    ...w.plans.flatMap((p) => [p.submittedById, ...p.approvals.flatMap((a) => [a.userId, a.withdrawnById])]),
+  ]);
+}
+
 /** The workspaces `ids` names (in no particular order), each as Prisma returns it for WORKSPACE_LIST_INCLUDE. */
 export async function workspaceListRows(db: Database, ids: readonly string[]): Promise<WorkspaceListRow[]> {
   if (ids.length === 0) return [];

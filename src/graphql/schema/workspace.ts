@@ -24,7 +24,7 @@ import {
   updateWorkspace,
 } from "../../services/workspaces.js";
 import { reservationOptions, type ReservableWorkspace } from "../../services/reservations.js";
-import { answersQuery, workspaceListRows, type WorkspaceListRow } from "../../services/workspace-list.js";
+import { answersQuery, peopleNamedBy, workspaceListRows, type WorkspaceListRow } from "../../services/workspace-list.js";
 
 
 
@@ -68,13 +68,7 @@ export async function workspaceRow(ctx: Context, written: Promise<{ id: string }
  */
 async function listRowsWithPeople(ctx: Context, ids: readonly string[]): Promise<WorkspaceListRow[]> {
   const rows = await workspaceListRows(ctx.db, ids);
-  await preloadUsers(
-    ctx,
-    rows.flatMap((w) => [
-      ...w.reservations.flatMap((r) => [r.holderUserId, r.placedById, r.releasedById]),
-      ...w.plans.flatMap((p) => [p.submittedById, ...p.approvals.flatMap((a) => [a.userId, a.withdrawnById])]),
-    ]),
-  );
+  await preloadUsers(ctx, peopleNamedBy(rows));
   return rows;
 }
 
